@@ -1,0 +1,416 @@
+#!/usr/bin/env bash
+# A real, local Kubernetes control plane for the integration tests:
+# etcd + kube-apiserver + kube-controller-manager, built from Go modules
+# (tests/controlplane) and run as plain background processes. No kubelet,
+# no scheduler, no containers.
+#
+#   hack/controlplane.sh build    build the binaries into the user cache (once per version)
+#   hack/controlplane.sh up       build if needed, start (or reuse) the control plane
+#   hack/controlplane.sh down     stop it and remove target/controlplane/
+#   hack/controlplane.sh status   exit 0 and print the kubeconfig if it is running
+#
+# After `up`: export KUBECONFIG=<repo>/target/controlplane/kubeconfig (admin, system:masters).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MODULE_DIR="${REPO_ROOT}/tests/controlplane"
+STATE_DIR="${REPO_ROOT}/target/controlplane"
+KUBECONFIG_OUT="${STATE_DIR}/kubeconfig"
+
+# The Kubernetes version has a single source of truth: the require line in
+# tests/controlplane/go.mod.
+KUBE_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "${MODULE_DIR}/go.mod")"
+[[ "${KUBE_VERSION}" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || {
+  echo "controlplane: cannot read k8s.io/kubernetes version from ${MODULE_DIR}/go.mod" >&2
+  exit 1
+}
+KUBE_MAJOR="${BASH_REMATCH[1]}"
+KUBE_MINOR="${BASH_REMATCH[2]}"
+
+CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/controlplane/${KUBE_VERSION}"
+BIN_DIR="${CACHE_DIR}/bin"
+BINARIES=(etcd kube-apiserver kube-controller-manager)
+
+FEATURE_GATES="DRADeviceTaints=true"
+# v1 is the served/stored DRA version in 1.34; v1alpha3 carries DeviceTaintRule.
+# The beta versions are on by default in 1.34 but are listed so clients that
+# still speak them keep working if that default changes.
+RUNTIME_CONFIG="resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
+# Only the controllers the operator relies on. Deliberately NOT enabled, because
+# there is no kubelet: node-lifecycle (would taint every Node NotReady and evict
+# pods), pod-garbage-collector (deletes pods bound to unknown nodes), ttl, and
+# everything workload-related we do not use.
+CONTROLLERS="garbage-collector-controller,namespace-controller,daemonset-controller"
+CONTROLLERS+=",serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
+CONTROLLERS+=",clusterrole-aggregation-controller,resourceclaim-controller,device-taint-eviction-controller"
+
+READY_TIMEOUT="${CONTROLPLANE_READY_TIMEOUT:-120}"
+
+log() { echo "controlplane: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# ---------------------------------------------------------------------------
+# build
+# ---------------------------------------------------------------------------
+
+# Hash of everything that determines the binaries; a change rebuilds.
+build_stamp() {
+  (
+    cd "${MODULE_DIR}"
+    cat go.mod go.sum tools.go etcd/go.mod etcd/go.sum etcd/main.go
+    go env GOVERSION
+  ) | sha256sum | cut -d' ' -f1
+}
+
+binaries_present() {
+  local b
+  for b in "${BINARIES[@]}"; do [[ -x "${BIN_DIR}/${b}" ]] || return 1; done
+}
+
+cmd_build() {
+  command -v go >/dev/null || die "go is required to build the control plane"
+  mkdir -p "${BIN_DIR}"
+  # Serialise concurrent builds (e.g. parallel test runs calling `up`).
+  exec 8>"${CACHE_DIR}/build.lock"
+  flock 8
+
+  local stamp
+  stamp="$(build_stamp)"
+  if binaries_present && [[ "$(cat "${BIN_DIR}/.stamp" 2>/dev/null)" == "${stamp}" ]]; then
+    exec 8>&-
+    return 0
+  fi
+  rm -f "${BIN_DIR}/.stamp"
+
+  # Same -X variables as kubernetes' hack/lib/version.sh, so /version reports
+  # the real release. gitCommit is left empty: the module proxy does not tell
+  # us the commit. (1.34 has no separate version/base package to set.)
+  local x="" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    x+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=${KUBE_MAJOR} -X ${pkg}.gitMinor=${KUBE_MINOR}"
+    x+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  done
+  # CGO off: static binaries like upstream's, and no C toolchain needed.
+  # GOWORK off: never let a go.work higher up change the module graph.
+  local -a goenv=(env CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly)
+  local -a goflags=(-trimpath -ldflags "-s -w${x}")
+
+  local start=${SECONDS}
+  log "building kube-apiserver ${KUBE_VERSION} (first time, ~10-20 minutes on 2 cores)..."
+  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+  log "building kube-controller-manager ${KUBE_VERSION} (first time, a few more minutes)..."
+  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
+  log "building etcd..."
+  (cd "${MODULE_DIR}/etcd" && "${goenv[@]}" go build -trimpath -ldflags "-s -w" -o "${BIN_DIR}/etcd.tmp" .)
+  local b
+  for b in "${BINARIES[@]}"; do mv -f "${BIN_DIR}/${b}.tmp" "${BIN_DIR}/${b}"; done
+  echo "${stamp}" >"${BIN_DIR}/.stamp"
+  log "built ${BINARIES[*]} into ${BIN_DIR} in $((SECONDS - start))s"
+  exec 8>&-
+}
+
+# ---------------------------------------------------------------------------
+# process helpers
+# ---------------------------------------------------------------------------
+
+# Prints the pid of component $1 if it is alive AND really is our process
+# (its command line mentions our state dir), so a recycled pid is never killed.
+live_pid() {
+  local pidfile="${STATE_DIR}/$1.pid" pid
+  [[ -f "${pidfile}" ]] || return 1
+  pid="$(cat "${pidfile}")"
+  [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "${pid}" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | grep -qF "${STATE_DIR}" || return 1
+  echo "${pid}"
+}
+
+all_alive() {
+  local b
+  for b in "${BINARIES[@]}"; do live_pid "${b}" >/dev/null || return 1; done
+}
+
+apiserver_ready() {
+  [[ -f "${STATE_DIR}/apiserver.url" ]] || return 1
+  curl -fsS --max-time 5 --cacert "${STATE_DIR}/pki/ca.crt" \
+    --cert "${STATE_DIR}/pki/admin.crt" --key "${STATE_DIR}/pki/admin.key" \
+    "$(cat "${STATE_DIR}/apiserver.url")/readyz" 2>/dev/null | grep -qx ok
+}
+
+kcm_healthy() {
+  curl -kfs --max-time 5 -o /dev/null "https://127.0.0.1:$1/healthz"
+}
+
+default_sa_exists() {
+  kubectl --kubeconfig="${KUBECONFIG_OUT}" --request-timeout=5s \
+    get serviceaccount default -n default -o name >/dev/null 2>&1
+}
+
+# Stops every component we have a pid for: TERM, then KILL after 5 seconds.
+# Each component was started with setsid, so its pid is also its process
+# group id; signalling the group catches any children it may have.
+stop_all() {
+  local b pid i
+  local -a pids=()
+  for b in kube-controller-manager kube-apiserver etcd; do
+    if pid="$(live_pid "${b}")"; then
+      kill -TERM -- "-${pid}" 2>/dev/null || kill -TERM "${pid}" 2>/dev/null || true
+      pids+=("${pid}")
+    fi
+  done
+  for pid in "${pids[@]}"; do
+    for ((i = 0; i < 50; i++)); do
+      kill -0 "${pid}" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "${pid}" 2>/dev/null; then
+      log "pid ${pid} ignored SIGTERM, sending SIGKILL"
+      kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "${pid}" 2>/dev/null || true
+    fi
+  done
+}
+
+# start NAME BINARY ARGS... : run in the background in its own session, with
+# stdio on a log file (so a caller that captures our output never waits on
+# it) and fd 9 (the state lock) closed so the daemon does not keep holding it.
+start() {
+  local name="$1"; shift
+  setsid nohup "$@" </dev/null >"${STATE_DIR}/${name}.log" 2>&1 9>&- &
+  echo $! >"${STATE_DIR}/${name}.pid"
+}
+
+free_ports() {
+  # Bind all at once so the ports are distinct; there is a small window in
+  # which another process could grab one before we use it.
+  python3 - "$1" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+# ---------------------------------------------------------------------------
+# certificates
+# ---------------------------------------------------------------------------
+
+# sign NAME SUBJECT EXTENSIONS : key + certificate signed by our CA.
+sign() {
+  local pki="${STATE_DIR}/pki" name="$1" subj="$2" ext="$3"
+  openssl genrsa -out "${pki}/${name}.key" 2048 2>/dev/null
+  openssl req -new -key "${pki}/${name}.key" -subj "${subj}" -out "${pki}/${name}.csr" 2>/dev/null
+  printf '%s\n' "${ext}" >"${pki}/${name}.ext"
+  openssl x509 -req -in "${pki}/${name}.csr" -CA "${pki}/ca.crt" -CAkey "${pki}/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "${pki}/${name}.ext" -out "${pki}/${name}.crt" 2>/dev/null
+  rm -f "${pki}/${name}.csr" "${pki}/${name}.ext"
+}
+
+gen_pki() {
+  local pki="${STATE_DIR}/pki"
+  mkdir -p "${pki}"
+  openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=neuron-dra-test-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -keyout "${pki}/ca.key" -out "${pki}/ca.crt" 2>/dev/null
+  local client="basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+  sign admin "/O=system:masters/CN=admin" "${client}"
+  sign kube-controller-manager "/CN=system:kube-controller-manager" "${client}"
+  # Serving certificate signed by our CA (rather than the apiserver's own
+  # --cert-dir self-signed one) so that one CA file verifies the server for
+  # kubectl, the Rust client (rustls wants proper SANs/extensions) and
+  # in-cluster clients (--root-ca-file).
+  sign apiserver "/CN=kube-apiserver" "basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  # Service-account token signing key pair.
+  openssl genrsa -out "${pki}/sa.key" 2048 2>/dev/null
+  openssl rsa -in "${pki}/sa.key" -pubout -out "${pki}/sa.pub" 2>/dev/null
+}
+
+# write_kubeconfig FILE USER : self-contained kubeconfig (certificates inlined).
+write_kubeconfig() {
+  local file="$1" user="$2" pki="${STATE_DIR}/pki"
+  cat >"${file}" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: neuron-dra-test
+  cluster:
+    server: $(cat "${STATE_DIR}/apiserver.url")
+    certificate-authority-data: $(base64 -w0 "${pki}/ca.crt")
+users:
+- name: ${user}
+  user:
+    client-certificate-data: $(base64 -w0 "${pki}/${user}.crt")
+    client-key-data: $(base64 -w0 "${pki}/${user}.key")
+contexts:
+- name: neuron-dra-test
+  context:
+    cluster: neuron-dra-test
+    user: ${user}
+current-context: neuron-dra-test
+EOF
+  chmod 600 "${file}"
+}
+
+# ---------------------------------------------------------------------------
+# up / down / status
+# ---------------------------------------------------------------------------
+
+lock_state() {
+  mkdir -p "$(dirname "${STATE_DIR}")"
+  exec 9>"${STATE_DIR}.lock"
+  flock 9
+}
+
+print_export() { echo "export KUBECONFIG=${KUBECONFIG_OUT}"; }
+
+fail_with_logs() {
+  log "$*"
+  local b
+  for b in "${BINARIES[@]}"; do
+    [[ -f "${STATE_DIR}/${b}.log" ]] || continue
+    echo "----- tail ${STATE_DIR}/${b}.log -----" >&2
+    tail -n 30 "${STATE_DIR}/${b}.log" >&2
+  done
+  log "leaving ${STATE_DIR} for inspection; run '$0 down' to clean up"
+  exit 1
+}
+
+# wait_for DESCRIPTION COMMAND... : poll until COMMAND succeeds, a component
+# dies, or READY_TIMEOUT seconds pass since `up` started.
+wait_for() {
+  local what="$1"; shift
+  until "$@"; do
+    all_alive || fail_with_logs "a component exited while waiting for ${what}"
+    ((SECONDS < READY_TIMEOUT)) || fail_with_logs "timed out after ${READY_TIMEOUT}s waiting for ${what}"
+    sleep 0.5
+  done
+}
+
+cmd_up() {
+  cmd_build
+  lock_state
+
+  if [[ -d "${STATE_DIR}" ]]; then
+    if all_alive && apiserver_ready && [[ -f "${KUBECONFIG_OUT}" ]]; then
+      log "already running, reusing it"
+      print_export
+      return 0
+    fi
+    log "removing stale ${STATE_DIR}"
+    stop_all
+    rm -rf "${STATE_DIR}"
+  fi
+  mkdir -p "${STATE_DIR}"
+  SECONDS=0
+
+  gen_pki
+  local pki="${STATE_DIR}/pki" etcd_port etcd_peer_port api_port kcm_port
+  read -r etcd_port etcd_peer_port api_port kcm_port <<<"$(free_ports 4)"
+  echo "https://127.0.0.1:${api_port}" >"${STATE_DIR}/apiserver.url"
+  write_kubeconfig "${STATE_DIR}/kube-controller-manager.kubeconfig" kube-controller-manager
+
+  # --unsafe-no-fsync: the data is thrown away at `down`; fsync only slows tests.
+  start etcd "${BIN_DIR}/etcd" \
+    --name=default \
+    --data-dir="${STATE_DIR}/etcd" \
+    --listen-client-urls="http://127.0.0.1:${etcd_port}" \
+    --advertise-client-urls="http://127.0.0.1:${etcd_port}" \
+    --listen-peer-urls="http://127.0.0.1:${etcd_peer_port}" \
+    --initial-advertise-peer-urls="http://127.0.0.1:${etcd_peer_port}" \
+    --initial-cluster="default=http://127.0.0.1:${etcd_peer_port}" \
+    --unsafe-no-fsync=true \
+    --log-level=warn
+
+  # --advertise-address=127.0.0.1: the address published in the `kubernetes`
+  #   Service's endpoints; without it the apiserver picks the host's first
+  #   non-loopback address, which may not exist in a sandbox.
+  # --allow-privileged: the driver DaemonSet's pods are privileged.
+  start kube-apiserver "${BIN_DIR}/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:${etcd_port}" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --secure-port="${api_port}" \
+    --cert-dir="${STATE_DIR}/kube-apiserver" \
+    --tls-cert-file="${pki}/apiserver.crt" \
+    --tls-private-key-file="${pki}/apiserver.key" \
+    --client-ca-file="${pki}/ca.crt" \
+    --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --service-account-key-file="${pki}/sa.pub" \
+    --service-account-signing-key-file="${pki}/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --allow-privileged=true \
+    --feature-gates="${FEATURE_GATES}" \
+    --runtime-config="${RUNTIME_CONFIG}" \
+    --profiling=false
+
+  # --use-service-account-credentials: each controller runs as its own
+  #   system:serviceaccount:kube-system:<controller>, as in a real cluster, so
+  #   RBAC problems show up here too.
+  # --authentication/authorization-kubeconfig: lets its /healthz be served with
+  #   delegated auth instead of logging warnings.
+  start kube-controller-manager "${BIN_DIR}/kube-controller-manager" \
+    --kubeconfig="${STATE_DIR}/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig="${STATE_DIR}/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig="${STATE_DIR}/kube-controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="${kcm_port}" \
+    --cert-dir="${STATE_DIR}/kube-controller-manager" \
+    --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="${pki}/sa.key" \
+    --root-ca-file="${pki}/ca.crt" \
+    --controllers="${CONTROLLERS}" \
+    --feature-gates="${FEATURE_GATES}" \
+    --profiling=false
+
+  wait_for "kube-apiserver /readyz" apiserver_ready
+  wait_for "kube-controller-manager /healthz" kcm_healthy "${kcm_port}"
+  write_kubeconfig "${KUBECONFIG_OUT}" admin
+  # The serviceaccount controller creating default/default is the sign that
+  # the controllers are really working, and tests creating pods need it.
+  wait_for "the default ServiceAccount" default_sa_exists
+  log "ready in ${SECONDS}s: $(cat "${STATE_DIR}/apiserver.url") (logs in ${STATE_DIR}/*.log)"
+  print_export
+}
+
+cmd_down() {
+  lock_state
+  stop_all
+  rm -rf "${STATE_DIR}"
+  log "stopped"
+}
+
+cmd_status() {
+  if [[ -d "${STATE_DIR}" ]] && all_alive && apiserver_ready; then
+    echo "running: $(cat "${STATE_DIR}/apiserver.url")"
+    print_export
+  elif [[ -d "${STATE_DIR}" ]]; then
+    echo "not running (stale state in ${STATE_DIR}; '$0 up' or '$0 down' cleans it)"
+    return 1
+  else
+    echo "not running"
+    return 1
+  fi
+}
+
+main() {
+  case "${1:-}" in
+    build) cmd_build ;;
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    *) echo "usage: $0 build|up|down|status" >&2; exit 2 ;;
+  esac
+}
+
+# Kept on one line so that bash has read everything before running it: editing
+# this file while it runs (e.g. during the long first build) is then harmless.
+main "$@"; exit

@@ -1,0 +1,158 @@
+//! build (pure): a `ValidatedConfig` to every object the operator applies. `render` prints exactly this.
+
+mod device_class;
+mod driver;
+mod templates;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+use serde::Serialize;
+
+use crate::api::NeuronDRAConfig;
+use crate::validate::ValidatedConfig;
+
+pub use device_class::{device_class, NEURON_DRIVER};
+pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
+pub use templates::{resource_claim_template, template_spec, EFA_DEVICE_CLASS, REQUEST_EFA, REQUEST_NEURONS};
+
+pub const MANAGER: &str = "neuron-dra-operator";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const LABEL_CONFIG: &str = "neurondra.io/config";
+pub const LABEL_PROFILE: &str = "neurondra.io/profile";
+/// On objects several configs may share (the driver Namespace, the DeviceClass) instead of `neurondra.io/config`.
+pub const LABEL_SHARED: &str = "neurondra.io/shared";
+/// Hash of a template's spec: templates are immutable, so a changed hash means delete and re-create.
+pub const ANNOTATION_SPEC_HASH: &str = "neurondra.io/spec-hash";
+
+/// Everything one config asks for, in apply order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desired {
+    pub namespace: Namespace,
+    pub service_account: ServiceAccount,
+    pub cluster_role: ClusterRole,
+    pub cluster_role_binding: ClusterRoleBinding,
+    pub device_class: DeviceClass,
+    pub daemon_set: DaemonSet,
+    /// Sorted by namespace, then in profile order.
+    pub templates: Vec<ResourceClaimTemplate>,
+}
+
+/// Builds every object for `config`, with templates in each of `namespaces`.
+pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
+    let mut namespaces: Vec<&String> = namespaces.iter().collect();
+    namespaces.sort();
+    namespaces.dedup();
+    let templates = namespaces
+        .into_iter()
+        .flat_map(|ns| config.claims.iter().map(move |claim| resource_claim_template(config, claim, ns)))
+        .collect();
+    Desired {
+        namespace: namespace(config),
+        service_account: service_account(config),
+        cluster_role: cluster_role(config),
+        cluster_role_binding: cluster_role_binding(config),
+        device_class: device_class(config),
+        daemon_set: daemon_set(config),
+        templates,
+    }
+}
+
+impl Desired {
+    /// The objects as one multi-document YAML stream, in apply order.
+    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
+        let mut out = String::new();
+        let mut push = |object: &dyn erased::Yaml| -> Result<(), serde_yaml::Error> {
+            out.push_str("---\n");
+            out.push_str(&object.yaml()?);
+            Ok(())
+        };
+        push(&self.namespace)?;
+        push(&self.service_account)?;
+        push(&self.cluster_role)?;
+        push(&self.cluster_role_binding)?;
+        push(&self.device_class)?;
+        push(&self.daemon_set)?;
+        for template in &self.templates {
+            push(template)?;
+        }
+        Ok(out)
+    }
+}
+
+mod erased {
+    pub trait Yaml {
+        fn yaml(&self) -> Result<String, serde_yaml::Error>;
+    }
+    impl<T: serde::Serialize> Yaml for T {
+        fn yaml(&self) -> Result<String, serde_yaml::Error> {
+            serde_yaml::to_string(self)
+        }
+    }
+}
+
+/// Labels on objects that belong to one config.
+pub fn config_labels(config: &ValidatedConfig) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), MANAGER.to_string()),
+        (LABEL_CONFIG.to_string(), config.name.clone()),
+    ])
+}
+
+/// Labels on objects that several configs may share.
+pub fn shared_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), MANAGER.to_string()),
+        (LABEL_SHARED.to_string(), "true".to_string()),
+    ])
+}
+
+/// Owner reference to the config; absent when rendering offline (no uid yet). Shared objects get a
+/// non-controller reference from each config, so garbage collection keeps them until the last owner goes.
+fn owner_references(config: &ValidatedConfig, controller: bool) -> Option<Vec<OwnerReference>> {
+    let uid = config.uid.clone()?;
+    Some(vec![OwnerReference {
+        api_version: NeuronDRAConfig::api_version(&()).into_owned(),
+        kind: NeuronDRAConfig::kind(&()).into_owned(),
+        name: config.name.clone(),
+        uid,
+        controller: Some(controller),
+        block_owner_deletion: Some(true),
+    }])
+}
+
+/// Metadata of an object that belongs to one config.
+fn owned_meta(config: &ValidatedConfig, name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(config_labels(config)),
+        owner_references: owner_references(config, true),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Metadata of an object that several configs may share.
+fn shared_meta(config: &ValidatedConfig, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        labels: Some(shared_labels()),
+        owner_references: owner_references(config, false),
+        ..ObjectMeta::default()
+    }
+}
+
+/// First 16 hex characters of the SHA-256 of a value's JSON form.
+pub fn short_hash(value: &impl Serialize) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(value).expect("k8s objects serialize");
+    hex::encode(&Sha256::digest(bytes)[..8])
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,86 @@
+//! What the operator knows about Trainium instance types (from NEURON.md). Unknown types still work: they are
+//! simply not checked. Rows marked *inferred* in NEURON.md are marked here too, to be easy to revisit.
+
+/// One instance type as the DRA driver sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstanceType {
+    pub name: &'static str,
+    /// Neuron devices per node; `None` where unknown.
+    pub devices: Option<u32>,
+    /// Whether the driver honours the Logical NeuronCore opaque config on this type.
+    pub lnc: bool,
+    /// EFA interfaces per node (0 = no EFA).
+    pub efa_interfaces: u32,
+    /// Whether nodes of this type form UltraServers and publish `neuron_node` entries.
+    pub ultra_server: bool,
+}
+
+const fn row(
+    name: &'static str,
+    devices: Option<u32>,
+    lnc: bool,
+    efa_interfaces: u32,
+    ultra_server: bool,
+) -> InstanceType {
+    InstanceType { name, devices, lnc, efa_interfaces, ultra_server }
+}
+
+/// Every Trainium type the DRA driver supports, in the order AWS lists them.
+pub const TRAINIUM_TYPES: &[InstanceType] = &[
+    row("trn1.2xlarge", Some(1), false, 0, false),
+    row("trn1.32xlarge", Some(16), false, 8, false),
+    row("trn1n.32xlarge", Some(16), false, 16, false),
+    // EFA on trn2.3xlarge is inferred: none.
+    row("trn2.3xlarge", Some(1), true, 0, false),
+    row("trn2.48xlarge", Some(16), true, 16, false),
+    row("trn2u.48xlarge", Some(16), true, 16, true),
+    // Trn3 UltraServers join 4 nodes through NeuronSwitch; EFA count per node is inferred from trn2.
+    row("trn3.48xlarge", Some(16), true, 16, true),
+    // trn3e.24xlarge: device count unknown, so counts are not checked.
+    row("trn3e.24xlarge", None, true, 0, false),
+];
+
+/// Inferentia types are Neuron hardware but the DRA driver does not support them.
+pub fn is_inferentia(name: &str) -> bool {
+    name.starts_with("inf")
+}
+
+pub fn lookup(name: &str) -> Option<&'static InstanceType> {
+    TRAINIUM_TYPES.iter().find(|t| t.name == name)
+}
+
+impl InstanceType {
+    /// EFA interfaces that pair with `devices` Neuron devices (trn1.32xlarge shares one EFA between two devices).
+    pub fn efa_for(&self, devices: u32) -> u32 {
+        match self.devices {
+            Some(total) if total > 0 && self.efa_interfaces > 0 => (devices * self.efa_interfaces).div_ceil(total),
+            _ => devices,
+        }
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trn1_32xlarge_shares_an_efa_between_two_devices() {
+        let t = lookup("trn1.32xlarge").unwrap();
+        assert_eq!(t.efa_for(4), 2);
+        assert_eq!(t.efa_for(16), 8);
+        assert_eq!(t.efa_for(1), 1);
+    }
+
+    #[test]
+    fn trn2_pairs_one_efa_per_device() {
+        assert_eq!(lookup("trn2.48xlarge").unwrap().efa_for(8), 8);
+    }
+
+    #[test]
+    fn inferentia_is_recognised_and_not_in_the_catalog() {
+        assert!(is_inferentia("inf2.48xlarge"));
+        assert!(lookup("inf2.48xlarge").is_none());
+        assert!(!is_inferentia("trn2.48xlarge"));
+    }
+}

@@ -1,0 +1,103 @@
+//! Command-line entry points.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::api::NeuronDRAConfig;
+use crate::validate::{validate, FieldError, InvalidConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "neuron-dra-operator", version, about = "Runs AWS Neuron DRA on Trainium from one NeuronDRAConfig")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the NeuronDRAConfig CRD as YAML.
+    Crd,
+    /// Print every object the controller would apply for a config, as a multi-document YAML stream.
+    Render {
+        /// The NeuronDRAConfig YAML file (`-` for standard input).
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        /// Target namespace for the templates (repeatable); default: the config's `templates.namespaces`.
+        #[arg(long = "namespace", short = 'n')]
+        namespaces: Vec<String>,
+    },
+}
+
+/// Why `render` refused a config: one line per problem.
+#[derive(Debug)]
+pub struct RenderError(pub Vec<FieldError>);
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, problem) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RenderError {}
+
+/// Reads and parses a config file; a parse error becomes a problem naming the field serde stopped at.
+pub fn read_config(file: &Path) -> anyhow::Result<NeuronDRAConfig> {
+    let text = if file == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    parse_config(&text).map_err(|problems| RenderError(problems).into())
+}
+
+/// Parses a NeuronDRAConfig document, checking apiVersion and kind.
+pub fn parse_config(text: &str) -> Result<NeuronDRAConfig, Vec<FieldError>> {
+    let value: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|e| vec![problem("(document)", format!("not valid YAML: {e}"))])?;
+    let field = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let mut problems = Vec::new();
+    if !value.is_mapping() {
+        return Err(vec![problem("(document)", "must be a NeuronDRAConfig object")]);
+    }
+    if field("apiVersion") != "neurondra.io/v1alpha1" {
+        problems.push(problem("apiVersion", format!("{:?} is not neurondra.io/v1alpha1", field("apiVersion"))));
+    }
+    if field("kind") != "NeuronDRAConfig" {
+        problems.push(problem("kind", format!("{:?} is not NeuronDRAConfig", field("kind"))));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    serde_yaml::from_value(value).map_err(|e| vec![serde_problem(&e)])
+}
+
+fn problem(path: &str, reason: impl Into<String>) -> FieldError {
+    FieldError { path: path.to_string(), reason: reason.into() }
+}
+
+/// serde_yaml reports `spec.profiles[0].training: unknown field ...`; split it into path and reason.
+fn serde_problem(error: &serde_yaml::Error) -> FieldError {
+    let text = error.to_string();
+    match text.split_once(": ") {
+        Some((path, reason)) if !path.contains(' ') => problem(path, reason),
+        _ => problem("spec", text),
+    }
+}
+
+pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {
+    let config = read_config(file)?;
+    let validated = validate(&config).map_err(|InvalidConfig(problems)| RenderError(problems))?;
+    let namespaces = if namespaces.is_empty() { &validated.spec.templates.namespaces } else { namespaces };
+    if let Some(bad) = namespaces.iter().find(|ns| !crate::api::DNS_LABEL.is_match(ns)) {
+        return Err(RenderError(vec![problem("--namespace", format!("{bad:?} is not a valid namespace name"))]).into());
+    }
+    Ok(crate::build::build(&validated, namespaces).to_yaml()?)
+}

@@ -1,0 +1,11 @@
+//! neuron-dra-operator: turns a `NeuronDRAConfig` into a working AWS Neuron DRA installation.
+//!
+//! The reconcile is a pipeline; the modules follow it: `api` (the types), `validate` and `build` (pure),
+//! then the controller's apply and status steps.
+
+pub mod api;
+pub mod build;
+pub mod catalog;
+pub mod cli;
+pub mod crd;
+pub mod validate;

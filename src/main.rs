@@ -1,0 +1,24 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use neuron_dra_operator::cli::{render, Cli, Command};
+use neuron_dra_operator::crd::crd_yaml;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crd => {
+            print!("{}", crd_yaml());
+            Ok(())
+        }
+        Command::Render { file, namespaces } => render(&file, &namespaces).map(|yaml| print!("{yaml}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line per problem (RenderError's Display), or the error chain.
+            eprintln!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
