@@ -15,9 +15,8 @@ use validator::Validate;
 
 pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 pub static DNS_LABEL: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(DNS_LABEL_PATTERN).unwrap());
-static DNS_SUBDOMAIN: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").unwrap()
-});
+static DNS_SUBDOMAIN: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").unwrap());
 static IMAGE_REF: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(r"^[^\s]+$").unwrap());
 static INSTANCE_TYPE: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^[a-z0-9][a-z0-9-]*\.[a-z0-9]+$").unwrap());
@@ -219,7 +218,7 @@ pub struct TemplatesSpec {
 #[derive(KubeSchema, Validate, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("[has(self.training), has(self.longContextInference), has(self.disaggregated)].filter(x, x).size() == 1").message("exactly one of training, longContextInference or disaggregated must be set"))]
-#[x_kube(validation = Rule::new("!has(self.disaggregated) || size(self.name) <= 55").message("name: must be at most 55 characters for a disaggregated profile (room for the -prefill and -decode suffixes)"))]
+#[x_kube(validation = Rule::new("!has(self.disaggregated) || size(self.name) <= 55").message("must be at most 55 characters for a disaggregated profile (room for the -prefill and -decode suffixes)").field_path(".name"))]
 pub struct Profile {
     /// Profile name; the name of the generated template, and what pods put in `resourceClaimTemplateName`.
     #[validate(length(min = 1, max = 63), regex(path = *DNS_LABEL))]
@@ -273,8 +272,8 @@ pub struct DeviceRequest {
 /// A long-context inference claim: a device request, or `ultraServerNodes` for an UltraServer.
 #[derive(KubeSchema, Validate, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.devices)").message("devices: must not be set with ultraServerNodes (each pod claims one UltraServer node entry)"))]
-#[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.efa) || !self.efa").message("efa: must not be set with ultraServerNodes"))]
+#[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.devices)").message("must not be set with ultraServerNodes (each pod claims one UltraServer node entry)").field_path(".devices"))]
+#[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.efa) || !self.efa").message("must not be set with ultraServerNodes").field_path(".efa"))]
 pub struct LongContextInference {
     /// EC2 instance type the devices must be on, for example `trn2.48xlarge` (or `trn2u.48xlarge` for an
     /// UltraServer).

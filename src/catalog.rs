@@ -57,7 +57,6 @@ impl InstanceType {
             _ => devices,
         }
     }
-
 }
 
 #[cfg(test)]

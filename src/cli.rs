@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crate::api::NeuronDRAConfig;
-use crate::validate::{validate, FieldError, InvalidConfig};
+use crate::validate::{FieldError, InvalidConfig, validate};
 
 #[derive(Parser, Debug)]
 #[command(name = "neuron-dra-operator", version, about = "Runs AWS Neuron DRA on Trainium from one NeuronDRAConfig")]
@@ -76,20 +76,14 @@ pub fn parse_config(text: &str) -> Result<NeuronDRAConfig, Vec<FieldError>> {
     if !problems.is_empty() {
         return Err(problems);
     }
-    serde_yaml::from_value(value).map_err(|e| vec![serde_problem(&e)])
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        vec![problem(if path == "." { "(document)" } else { &path }, e.into_inner().to_string())]
+    })
 }
 
 fn problem(path: &str, reason: impl Into<String>) -> FieldError {
     FieldError { path: path.to_string(), reason: reason.into() }
-}
-
-/// serde_yaml reports `spec.profiles[0].training: unknown field ...`; split it into path and reason.
-fn serde_problem(error: &serde_yaml::Error) -> FieldError {
-    let text = error.to_string();
-    match text.split_once(": ") {
-        Some((path, reason)) if !path.contains(' ') => problem(path, reason),
-        _ => problem("spec", text),
-    }
 }
 
 pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {

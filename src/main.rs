@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use neuron_dra_operator::cli::{render, Cli, Command};
+use neuron_dra_operator::cli::{Cli, Command, render};
 use neuron_dra_operator::crd::crd_yaml;
 
 fn main() -> ExitCode {

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use validator::{Validate, ValidationErrors, ValidationErrorsKind};
 
 use crate::api::{
-    DeviceCount, DeviceRequest, NeuronDRAConfig, NeuronDRAConfigSpec, Profile, DNS_LABEL, MAX_DISAGGREGATED_NAME,
+    DNS_LABEL, DeviceCount, DeviceRequest, MAX_DISAGGREGATED_NAME, NeuronDRAConfig, NeuronDRAConfigSpec, Profile,
 };
 use crate::catalog;
 
@@ -166,10 +166,8 @@ fn check_selector(path: &str, selector: Option<&LabelSelector>, errors: &mut Vec
 fn resolve_profile(path: &str, profile: &Profile, errors: &mut Vec<FieldError>) -> Vec<ClaimSpec> {
     let kinds = [profile.training.is_some(), profile.long_context_inference.is_some(), profile.disaggregated.is_some()];
     if kinds.iter().filter(|set| **set).count() != 1 {
-        errors.push(FieldError::new(
-            path,
-            "exactly one of training, longContextInference or disaggregated must be set",
-        ));
+        errors
+            .push(FieldError::new(path, "exactly one of training, longContextInference or disaggregated must be set"));
         return Vec::new();
     }
     let name = &profile.name;
@@ -191,6 +189,12 @@ fn resolve_profile(path: &str, profile: &Profile, errors: &mut Vec<FieldError>) 
         let request = inference.request();
         let kind = match inference.ultra_server_nodes {
             Some(nodes) => {
+                if inference.devices.is_some() {
+                    errors.push(FieldError::new(format!("{path}.devices"), "must not be set with ultraServerNodes"));
+                }
+                if inference.efa == Some(true) {
+                    errors.push(FieldError::new(format!("{path}.efa"), "must not be set with ultraServerNodes"));
+                }
                 resolve_ultra_server(&path, &request, errors);
                 ClaimKind::UltraServerNode { nodes }
             }
@@ -227,13 +231,13 @@ fn resolve_devices(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldEr
             Count::Exactly(n)
         }
     };
-    if let (Count::Exactly(n), Some(instance)) = (count, instance) {
-        if let Some(total) = instance.devices.filter(|total| n > *total) {
-            errors.push(FieldError::new(
-                format!("{path}.devices"),
-                format!("{n} is more than the {total} devices of {}", instance.name),
-            ));
-        }
+    if let (Count::Exactly(n), Some(instance)) = (count, instance)
+        && let Some(total) = instance.devices.filter(|total| n > *total)
+    {
+        errors.push(FieldError::new(
+            format!("{path}.devices"),
+            format!("{n} is more than the {total} devices of {}", instance.name),
+        ));
     }
     let efa = if request.efa == Some(true) {
         if let Some(instance) = instance.filter(|i| i.efa_interfaces == 0) {
@@ -250,13 +254,13 @@ fn resolve_devices(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldEr
 }
 
 fn resolve_ultra_server(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldError>) {
-    if let Some(instance) = check_instance_type(path, request, errors) {
-        if !instance.ultra_server {
-            errors.push(FieldError::new(
-                format!("{path}.ultraServerNodes"),
-                format!("{} is not an UltraServer type (use trn2u.48xlarge or trn3.48xlarge)", instance.name),
-            ));
-        }
+    if let Some(instance) = check_instance_type(path, request, errors)
+        && !instance.ultra_server
+    {
+        errors.push(FieldError::new(
+            format!("{path}.ultraServerNodes"),
+            format!("{} is not an UltraServer type (use trn2u.48xlarge or trn3.48xlarge)", instance.name),
+        ));
     }
 }
 
@@ -337,11 +341,9 @@ fn describe(error: &validator::ValidationError) -> String {
             (Some(min), None) => format!("must have at least {min} entries or characters"),
             _ => "has a bad length".into(),
         },
-        "range" => format!(
-            "must be between {} and {}",
-            param("min").unwrap_or_default(),
-            param("max").unwrap_or_default()
-        ),
+        "range" => {
+            format!("must be between {} and {}", param("min").unwrap_or_default(), param("max").unwrap_or_default())
+        }
         "regex" => format!("{} is not well-formed", param("value").unwrap_or_default()),
         other => other.to_string(),
     }

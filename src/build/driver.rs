@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, EnvVarSource, GRPCAction, HostPathVolumeSource, Namespace, NodeAffinity,
-    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe,
+    Affinity, Container, EnvVar, EnvVarSource, GRPCAction, HostPathVolumeSource, Namespace, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe,
     ResourceRequirements, ServiceAccount, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{config_labels, owned_meta, shared_meta, LABEL_CONFIG};
+use super::{LABEL_CONFIG, config_labels, owned_meta, shared_meta};
 use crate::catalog::TRAINIUM_TYPES;
 use crate::validate::ValidatedConfig;
 
@@ -62,11 +62,7 @@ pub fn cluster_role(config: &ValidatedConfig) -> ClusterRole {
     ClusterRole {
         metadata: owned_meta(config, &plugin_name(&config.name), None),
         rules: Some(vec![
-            rule(
-                "resource.k8s.io",
-                "resourceslices",
-                &["get", "list", "watch", "create", "update", "patch", "delete"],
-            ),
+            rule("resource.k8s.io", "resourceslices", &["get", "list", "watch", "create", "update", "patch", "delete"]),
             rule("resource.k8s.io", "resourceclaims", &["get", "list", "watch"]),
             rule("resource.k8s.io", "deviceclasses", &["get", "list", "watch"]),
             rule("", "nodes", &["get", "list", "watch", "patch", "update"]),
@@ -80,7 +76,11 @@ pub fn cluster_role_binding(config: &ValidatedConfig) -> ClusterRoleBinding {
     let name = plugin_name(&config.name);
     ClusterRoleBinding {
         metadata: owned_meta(config, &name, None),
-        role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: name.clone() },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: name.clone(),
+        },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),
             name,

@@ -17,9 +17,9 @@ use serde::Serialize;
 use crate::api::NeuronDRAConfig;
 use crate::validate::ValidatedConfig;
 
-pub use device_class::{device_class, NEURON_DRIVER};
+pub use device_class::{NEURON_DRIVER, device_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
-pub use templates::{resource_claim_template, template_spec, EFA_DEVICE_CLASS, REQUEST_EFA, REQUEST_NEURONS};
+pub use templates::{EFA_DEVICE_CLASS, REQUEST_EFA, REQUEST_NEURONS, resource_claim_template, template_spec};
 
 pub const MANAGER: &str = "neuron-dra-operator";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";

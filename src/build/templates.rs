@@ -4,13 +4,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::resource::v1::{
     CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceConstraint, DeviceRequest, DeviceSelector,
-    ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaimSpec, ResourceClaimTemplate,
-    ResourceClaimTemplateSpec,
+    ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaimSpec, ResourceClaimTemplate, ResourceClaimTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::json;
 
-use super::{owned_meta, short_hash, ANNOTATION_SPEC_HASH, LABEL_PROFILE, NEURON_DRIVER};
+use super::{ANNOTATION_SPEC_HASH, LABEL_PROFILE, NEURON_DRIVER, owned_meta, short_hash};
 use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
 
 pub const REQUEST_NEURONS: &str = "neurons";
