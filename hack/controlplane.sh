@@ -53,12 +53,14 @@ die() { log "$*"; exit 1; }
 # build
 # ---------------------------------------------------------------------------
 
-# Hash of everything that determines the binaries; a change rebuilds.
+# Hash of everything that determines the binaries (module files, Go version
+# and the build recipe below); any change rebuilds.
 build_stamp() {
   (
     cd "${MODULE_DIR}"
     cat go.mod go.sum tools.go etcd/go.mod etcd/go.sum etcd/main.go
     go env GOVERSION
+    declare -f cmd_build
   ) | sha256sum | cut -d' ' -f1
 }
 
@@ -83,12 +85,13 @@ cmd_build() {
   rm -f "${BIN_DIR}/.stamp"
 
   # Same -X variables as kubernetes' hack/lib/version.sh, so /version reports
-  # the real release. gitCommit is left empty: the module proxy does not tell
-  # us the commit. (1.34 has no separate version/base package to set.)
+  # the real release. gitCommit is set empty (instead of the "$Format:%H$"
+  # placeholder): the module proxy does not tell us the commit.
+  # (1.34 has no separate version/base package to set.)
   local x="" pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     x+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=${KUBE_MAJOR} -X ${pkg}.gitMinor=${KUBE_MINOR}"
-    x+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    x+=" -X ${pkg}.gitCommit= -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   done
   # CGO off: static binaries like upstream's, and no C toolchain needed.
   # GOWORK off: never let a go.work higher up change the module graph.
@@ -96,9 +99,9 @@ cmd_build() {
   local -a goflags=(-trimpath -ldflags "-s -w${x}")
 
   local start=${SECONDS}
-  log "building kube-apiserver ${KUBE_VERSION} (first time, ~10-20 minutes on 2 cores)..."
+  log "building kube-apiserver ${KUBE_VERSION} (first time ~8 minutes on 2 cores, seconds when the Go build cache is warm)..."
   (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
-  log "building kube-controller-manager ${KUBE_VERSION} (first time, a few more minutes)..."
+  log "building kube-controller-manager ${KUBE_VERSION} ..."
   (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
   log "building etcd..."
   (cd "${MODULE_DIR}/etcd" && "${goenv[@]}" go build -trimpath -ldflags "-s -w" -o "${BIN_DIR}/etcd.tmp" .)
@@ -128,6 +131,14 @@ live_pid() {
 all_alive() {
   local b
   for b in "${BINARIES[@]}"; do live_pid "${b}" >/dev/null || return 1; done
+}
+
+# Like all_alive, but only for the components started so far.
+started_alive() {
+  local b
+  for b in "${BINARIES[@]}"; do
+    [[ ! -f "${STATE_DIR}/${b}.pid" ]] || live_pid "${b}" >/dev/null || return 1
+  done
 }
 
 apiserver_ready() {
@@ -219,6 +230,7 @@ keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
   sign admin "/O=system:masters/CN=admin" "${client}"
   sign kube-controller-manager "/CN=system:kube-controller-manager" "${client}"
+  sign front-proxy-client "/CN=front-proxy-client" "${client}"
   # Serving certificate signed by our CA (rather than the apiserver's own
   # --cert-dir self-signed one) so that one CA file verifies the server for
   # kubectl, the Rust client (rustls wants proper SANs/extensions) and
@@ -287,7 +299,7 @@ fail_with_logs() {
 wait_for() {
   local what="$1"; shift
   until "$@"; do
-    all_alive || fail_with_logs "a component exited while waiting for ${what}"
+    started_alive || fail_with_logs "a component exited while waiting for ${what}"
     ((SECONDS < READY_TIMEOUT)) || fail_with_logs "timed out after ${READY_TIMEOUT}s waiting for ${what}"
     sleep 0.5
   done
@@ -328,19 +340,32 @@ cmd_up() {
     --unsafe-no-fsync=true \
     --log-level=warn
 
-  # --advertise-address=127.0.0.1: the address published in the `kubernetes`
-  #   Service's endpoints; without it the apiserver picks the host's first
-  #   non-loopback address, which may not exist in a sandbox.
+  # --advertise-address=127.0.0.1 + --endpoint-reconciler-type=none: the
+  #   apiserver would otherwise publish the host's first non-loopback address
+  #   (unreachable: we bind to loopback) in the `kubernetes` Endpoints, and a
+  #   loopback address is rejected there, so the Endpoints are not managed at
+  #   all (as in upstream's test/integration/framework). No pods run anyway.
+  # --requestheader-*/--proxy-client-*: the front-proxy (aggregation layer)
+  #   setup of a real cluster; without it the controller manager's delegated
+  #   authentication logs an error about the missing request-header CA forever.
   # --allow-privileged: the driver DaemonSet's pods are privileged.
   start kube-apiserver "${BIN_DIR}/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:${etcd_port}" \
     --bind-address=127.0.0.1 \
     --advertise-address=127.0.0.1 \
+    --endpoint-reconciler-type=none \
     --secure-port="${api_port}" \
     --cert-dir="${STATE_DIR}/kube-apiserver" \
     --tls-cert-file="${pki}/apiserver.crt" \
     --tls-private-key-file="${pki}/apiserver.key" \
     --client-ca-file="${pki}/ca.crt" \
+    --requestheader-client-ca-file="${pki}/ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="${pki}/front-proxy-client.crt" \
+    --proxy-client-key-file="${pki}/front-proxy-client.key" \
     --authorization-mode=Node,RBAC \
     --service-account-issuer=https://kubernetes.default.svc \
     --service-account-key-file="${pki}/sa.pub" \
@@ -350,6 +375,10 @@ cmd_up() {
     --feature-gates="${FEATURE_GATES}" \
     --runtime-config="${RUNTIME_CONFIG}" \
     --profiling=false
+
+  # The controller manager exits at once if it cannot read its RBAC-protected
+  # configuration, so it only starts once the apiserver has bootstrapped RBAC.
+  wait_for "kube-apiserver /readyz" apiserver_ready
 
   # --use-service-account-credentials: each controller runs as its own
   #   system:serviceaccount:kube-system:<controller>, as in a real cluster, so
@@ -371,7 +400,6 @@ cmd_up() {
     --feature-gates="${FEATURE_GATES}" \
     --profiling=false
 
-  wait_for "kube-apiserver /readyz" apiserver_ready
   wait_for "kube-controller-manager /healthz" kcm_healthy "${kcm_port}"
   write_kubeconfig "${KUBECONFIG_OUT}" admin
   # The serviceaccount controller creating default/default is the sign that
