@@ -17,6 +17,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the controller (kubeconfig from KUBECONFIG, or in-cluster).
+    Run(crate::controller::RunArgs),
     /// Print the NeuronDRAConfig CRD as YAML.
     Crd,
     /// Print every object the controller would apply for a config, as a multi-document YAML stream.

@@ -4,8 +4,15 @@
 //! then the controller's apply and status steps.
 
 pub mod api;
+pub mod apply;
 pub mod build;
 pub mod catalog;
 pub mod cli;
+pub mod client;
+pub mod conflict;
+pub mod controller;
 pub mod crd;
+pub mod leader;
+pub mod status;
+pub mod telemetry;
 pub mod validate;

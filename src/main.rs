@@ -4,9 +4,15 @@ use clap::Parser;
 use neuron_dra_operator::cli::{Cli, Command, render};
 use neuron_dra_operator::crd::crd_yaml;
 
+fn run(args: neuron_dra_operator::controller::RunArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(neuron_dra_operator::controller::run(args))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => run(args),
         Command::Crd => {
             print!("{}", crd_yaml());
             Ok(())

@@ -37,8 +37,12 @@ pub fn plugin_name(config_name: &str) -> String {
     format!("neuron-dra-{config_name}")
 }
 
+/// The driver namespace. No owner reference: it may hold other things, so the operator only deletes one it created
+/// once no config uses it.
 pub fn namespace(config: &ValidatedConfig) -> Namespace {
-    Namespace { metadata: shared_meta(config, &config.spec.driver.namespace), ..Namespace::default() }
+    let mut metadata = shared_meta(config, &config.spec.driver.namespace);
+    metadata.owner_references = None;
+    Namespace { metadata, ..Namespace::default() }
 }
 
 pub fn service_account(config: &ValidatedConfig) -> ServiceAccount {

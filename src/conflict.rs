@@ -1,0 +1,152 @@
+//! Conflicts between configs (pure): two configs that select the same node, or put the same template name in the
+//! same namespace. The older config (creation time, then name) wins; the newer one applies nothing that conflicts.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+
+use crate::api::NeuronDRAConfigSpec;
+use crate::catalog;
+
+const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+const COMPUTE_TYPE_LABEL: &str = "eks.amazonaws.com/compute-type";
+
+/// Whether a label selector matches; a selector that cannot be parsed matches nothing (validation reports it).
+pub fn selector_matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    match selector {
+        None => true,
+        Some(selector) => Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels)),
+    }
+}
+
+/// Whether a config's plugin runs on a node with these labels: a supported Trainium type, not Fargate, hybrid or
+/// Auto Mode, and matching `nodeSelector` (the same rule as the DaemonSet's node affinity).
+pub fn selects_node(spec: &NeuronDRAConfigSpec, labels: &BTreeMap<String, String>) -> bool {
+    let trainium = labels.get(INSTANCE_TYPE_LABEL).is_some_and(|t| catalog::lookup(t).is_some());
+    let excluded = labels.get(COMPUTE_TYPE_LABEL).is_some_and(|c| matches!(c.as_str(), "fargate" | "hybrid" | "auto"));
+    trainium && !excluded && selector_matches(spec.node_selector.as_ref(), labels)
+}
+
+/// What one config needs, for comparing with others.
+#[derive(Debug, Clone)]
+pub struct Claimant {
+    pub name: String,
+    /// Sort key: older first.
+    pub created: (i64, String),
+    pub nodes: BTreeSet<String>,
+    /// (namespace, template name)
+    pub templates: BTreeSet<(String, String)>,
+}
+
+/// What a newer config must leave alone, and to whom.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Conflicts {
+    /// Nodes an older config's plugin already runs on, with that config's name.
+    pub nodes: BTreeMap<String, String>,
+    /// (namespace, template) an older config already owns, with that config's name.
+    pub templates: BTreeMap<(String, String), String>,
+}
+
+impl Conflicts {
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.templates.is_empty()
+    }
+
+    /// One message naming (a bounded number of) the nodes and templates, and the configs that hold them.
+    pub fn message(&self) -> String {
+        const SHOWN: usize = 10;
+        let mut parts = Vec::new();
+        let winners = |names: &mut dyn Iterator<Item = &String>| -> String {
+            names.collect::<BTreeSet<_>>().into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+        };
+        if !self.nodes.is_empty() {
+            let shown: Vec<&str> = self.nodes.keys().take(SHOWN).map(String::as_str).collect();
+            let more = self.nodes.len().saturating_sub(SHOWN);
+            parts.push(format!(
+                "nodes {}{} are already selected by {}; the plugin DaemonSet is not applied",
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() },
+                winners(&mut self.nodes.values())
+            ));
+        }
+        if !self.templates.is_empty() {
+            let shown: Vec<String> = self.templates.keys().take(SHOWN).map(|(ns, t)| format!("{ns}/{t}")).collect();
+            let more = self.templates.len().saturating_sub(SHOWN);
+            parts.push(format!(
+                "templates {}{} already belong to {}; they are not applied",
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() },
+                winners(&mut self.templates.values())
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// The conflicts `me` has with every older claimant.
+pub fn find_conflicts(me: &Claimant, others: &[Claimant]) -> Conflicts {
+    let mut conflicts = Conflicts::default();
+    for other in others.iter().filter(|o| o.name != me.name && o.created < me.created) {
+        for node in me.nodes.intersection(&other.nodes) {
+            conflicts.nodes.entry(node.clone()).or_insert_with(|| other.name.clone());
+        }
+        for template in me.templates.intersection(&other.templates) {
+            conflicts.templates.entry(template.clone()).or_insert_with(|| other.name.clone());
+        }
+    }
+    conflicts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claimant(name: &str, created: i64, nodes: &[&str], templates: &[(&str, &str)]) -> Claimant {
+        Claimant {
+            name: name.into(),
+            created: (created, name.into()),
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            templates: templates.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect(),
+        }
+    }
+
+    #[test]
+    fn the_older_config_wins_and_the_newer_reports_what_overlaps() {
+        let old = claimant("old", 1, &["n1", "n2"], &[("a", "pretrain")]);
+        let new = claimant("new", 2, &["n2", "n3"], &[("a", "pretrain"), ("b", "pretrain")]);
+        let all = [old.clone(), new.clone()];
+        assert!(find_conflicts(&old, &all).is_empty());
+        let found = find_conflicts(&new, &all);
+        assert_eq!(found.nodes, BTreeMap::from([("n2".to_string(), "old".to_string())]));
+        assert_eq!(found.templates.keys().collect::<Vec<_>>(), [&("a".to_string(), "pretrain".to_string())]);
+        assert_eq!(
+            found.message(),
+            "nodes n2 are already selected by old; the plugin DaemonSet is not applied; \
+             templates a/pretrain already belong to old; they are not applied"
+        );
+    }
+
+    #[test]
+    fn same_creation_time_breaks_ties_by_name() {
+        let a = claimant("a", 1, &["n"], &[]);
+        let b = claimant("b", 1, &["n"], &[]);
+        let all = [a.clone(), b.clone()];
+        assert!(find_conflicts(&a, &all).is_empty());
+        assert!(!find_conflicts(&b, &all).is_empty());
+    }
+
+    #[test]
+    fn nodes_are_selected_by_type_compute_type_and_selector() {
+        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let spec: NeuronDRAConfigSpec =
+            serde_json::from_value(serde_json::json!({"nodeSelector": {"matchLabels": {"pool": "a"}}})).unwrap();
+        assert!(selects_node(&spec, &labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "a")])));
+        assert!(!selects_node(&spec, &labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "b")])));
+        assert!(!selects_node(&spec, &labels(&[(INSTANCE_TYPE_LABEL, "m5.large"), ("pool", "a")])));
+        assert!(!selects_node(
+            &spec,
+            &labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "a"), (COMPUTE_TYPE_LABEL, "auto")])
+        ));
+    }
+}

@@ -1,0 +1,339 @@
+//! controller: the kube-runtime controller for `NeuronDRAConfig`, its watch caches, leader election and runtime.
+
+mod reconcile;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use kube::api::Api;
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::api::NeuronDRAConfig;
+use crate::apply::ApplyError;
+use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
+use crate::telemetry::{ErrorLabels, Metrics, Readiness};
+
+pub use reconcile::FINALIZER;
+
+/// The config as watched: one that cannot be parsed is still delivered, as an error, and reported.
+pub type GuardedConfig = DeserializeGuard<NeuronDRAConfig>;
+
+/// Watch caches of everything the reconcile reads. Owned kinds are watched by the managed-by label only.
+#[derive(Clone)]
+pub struct Stores {
+    pub configs: Store<GuardedConfig>,
+    pub nodes: Store<Node>,
+    pub namespaces: Store<Namespace>,
+    pub daemon_sets: Store<DaemonSet>,
+    pub templates: Store<ResourceClaimTemplate>,
+    pub service_accounts: Store<ServiceAccount>,
+    pub cluster_roles: Store<ClusterRole>,
+    pub cluster_role_bindings: Store<ClusterRoleBinding>,
+    pub device_classes: Store<DeviceClass>,
+}
+
+impl Stores {
+    /// Waits until every cache has listed once, so a reconcile never mistakes "not loaded" for "absent".
+    pub async fn wait_ready(&self) {
+        let _ = futures::join!(
+            self.configs.wait_until_ready(),
+            self.nodes.wait_until_ready(),
+            self.namespaces.wait_until_ready(),
+            self.daemon_sets.wait_until_ready(),
+            self.templates.wait_until_ready(),
+            self.service_accounts.wait_until_ready(),
+            self.cluster_roles.wait_until_ready(),
+            self.cluster_role_bindings.wait_until_ready(),
+            self.device_classes.wait_until_ready(),
+        );
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    pub stores: Stores,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failures per config, for exponential backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// Errors of one reconcile; `category` is the metric label and the Warning event reason.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("writing status: {0}")]
+    Status(#[source] kube::Error),
+    #[error("publishing event: {0}")]
+    Event(#[source] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        let api_error = match self {
+            Self::Apply(e) => Some(e.source_error()),
+            Self::Status(e) | Self::Event(e) => Some(e),
+            Self::Finalizer(e) => match e.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(inner)
+                | kube::runtime::finalizer::Error::CleanupFailed(inner) => return inner.category(),
+                kube::runtime::finalizer::Error::AddFinalizer(e)
+                | kube::runtime::finalizer::Error::RemoveFinalizer(e) => Some(e),
+                _ => None,
+            },
+        };
+        match api_error {
+            Some(kube::Error::Api(status)) if status.code == 403 => "Forbidden",
+            Some(kube::Error::Api(status)) if status.code == 409 => "Conflict",
+            Some(kube::Error::Api(status)) if status.code == 422 => "Rejected",
+            _ => match self {
+                Self::Apply(ApplyError::Apply { .. }) => "ApplyFailed",
+                Self::Apply(ApplyError::Delete { .. }) => "DeleteFailed",
+                Self::Status(_) => "StatusFailed",
+                Self::Event(_) => "EventFailed",
+                Self::Finalizer(_) => "FinalizerFailed",
+            },
+        }
+    }
+}
+
+/// Options of `neuron-dra-operator run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Address of the /metrics, /healthz and /readyz server.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+    /// Elect a leader through a Lease so only one replica writes.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "neuron-dra-operator-system", env = "POD_NAMESPACE")]
+    pub lease_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "neuron-dra-operator")]
+    pub lease_name: String,
+    /// Seconds a leader's lease lasts without renewal.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration: u64,
+    /// Identity in the Lease; default: POD_NAME or the host name, plus the process id.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Log as JSON lines.
+    #[arg(long, env = "LOG_JSON")]
+    pub log_json: bool,
+    /// Configs reconciled at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: u16,
+    /// Only manage configs with these labels (for example `shard=a`); default: every config.
+    #[arg(long)]
+    pub config_selector: Option<String>,
+}
+
+/// `neuron-dra-operator run`.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    crate::telemetry::init_logging(args.log_json);
+    let metrics = Arc::new(Metrics::default());
+    let client = crate::client::counted_client(metrics.clone()).await?;
+    crate::client::check_crd(&client).await?;
+
+    let readiness = Readiness::default();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let server = tokio::spawn(crate::telemetry::serve(
+        args.metrics_addr,
+        metrics.clone(),
+        readiness.clone(),
+        wait_for(stop_rx.clone()),
+    ));
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    });
+
+    let leadership = if args.leader_elect {
+        match crate::leader::acquire(&client, &args, stop_rx.clone()).await? {
+            Some(leadership) => Some(leadership),
+            None => {
+                let _ = server.await;
+                return Ok(()); // asked to stop while standing by
+            }
+        }
+    } else {
+        None
+    };
+    readiness.set(false);
+
+    let lost = leadership.as_ref().map(|l| l.lost());
+    let stop = {
+        let stop_rx = stop_rx.clone();
+        async move {
+            match lost {
+                Some(lost) => tokio::select! { _ = wait_for(stop_rx) => {}, _ = lost => {} },
+                None => wait_for(stop_rx).await,
+            }
+        }
+    };
+    run_controller(client, metrics, readiness, &args, stop).await;
+
+    let lost_leadership = leadership.as_ref().is_some_and(|l| !l.is_leader());
+    if let Some(leadership) = leadership {
+        leadership.release().await;
+    }
+    server.abort();
+    if lost_leadership && !*stop_rx.borrow() {
+        anyhow::bail!("lost leadership; exiting so a fresh start rejoins the election");
+    }
+    Ok(())
+}
+
+async fn wait_for(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+}
+
+/// A watch stream that fills `writer`'s cache; touched (applied or deleted) objects trigger reconciles.
+fn cached<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff().modify(|o: &mut K| {
+        // Managed fields are the bulk of most objects and never read here.
+        o.meta_mut().managed_fields = None;
+    }))
+    .touched_objects();
+    (store, stream)
+}
+
+/// The config an owned object belongs to, from its label.
+fn owner_config<K: Resource>(object: &K) -> Option<ObjectRef<GuardedConfig>> {
+    object.labels().get(LABEL_CONFIG).map(|name| ObjectRef::new(name))
+}
+
+/// Every config (namespaces, nodes and shared objects can matter to any of them).
+fn all_configs(configs: &Store<GuardedConfig>) -> Vec<ObjectRef<GuardedConfig>> {
+    configs.state().iter().map(|c| ObjectRef::from_obj(c.as_ref())).collect()
+}
+
+pub async fn run_controller(
+    client: Client,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    args: &RunArgs,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
+    let configs_api: Api<GuardedConfig> = Api::all(client.clone());
+    let config_watch = match &args.config_selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
+    let controller = Controller::new(configs_api, config_watch).with_config(
+        kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(Duration::from_millis(200)),
+    );
+    let configs = controller.store();
+
+    let (nodes, nodes_stream) = cached(Api::<Node>::all(client.clone()), watcher::Config::default());
+    let (namespaces, namespaces_stream) = cached(Api::<Namespace>::all(client.clone()), watcher::Config::default());
+    let (daemon_sets, ds_stream) = cached(Api::<DaemonSet>::all(client.clone()), managed.clone());
+    let (templates, templates_stream) = cached(Api::<ResourceClaimTemplate>::all(client.clone()), managed.clone());
+    let (service_accounts, sa_stream) = cached(Api::<ServiceAccount>::all(client.clone()), managed.clone());
+    let (cluster_roles, cr_stream) = cached(Api::<ClusterRole>::all(client.clone()), managed.clone());
+    let (cluster_role_bindings, crb_stream) = cached(Api::<ClusterRoleBinding>::all(client.clone()), managed.clone());
+    let (device_classes, dc_stream) = cached(Api::<DeviceClass>::all(client.clone()), managed.clone());
+
+    let stores = Stores {
+        configs: configs.clone(),
+        nodes,
+        namespaces,
+        daemon_sets,
+        templates,
+        service_accounts,
+        cluster_roles,
+        cluster_role_bindings,
+        device_classes,
+    };
+    let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+    let context = Arc::new(Context {
+        client: client.clone(),
+        stores: stores.clone(),
+        recorder: Recorder::new(client, reporter),
+        metrics,
+        failures: Mutex::default(),
+    });
+
+    let controller = controller
+        .watches_stream(ds_stream, |o| owner_config(&o))
+        .watches_stream(templates_stream, |o| owner_config(&o))
+        .watches_stream(sa_stream, |o| owner_config(&o))
+        .watches_stream(cr_stream, |o| owner_config(&o))
+        .watches_stream(crb_stream, |o| owner_config(&o))
+        .watches_stream(dc_stream, { let c = configs.clone(); move |_| all_configs(&c) })
+        .watches_stream(namespaces_stream, { let c = configs.clone(); move |_| all_configs(&c) })
+        .watches_stream(nodes_stream, { let c = configs.clone(); move |_| all_configs(&c) })
+        .graceful_shutdown_on(stop);
+
+    let ready_stores = stores.clone();
+    tokio::spawn(async move {
+        ready_stores.wait_ready().await;
+        readiness.set(true);
+        tracing::info!("caches synced");
+    });
+
+    controller
+        .run(reconcile::reconcile, error_policy, context)
+        .for_each(|result| async move {
+            match result {
+                Ok((config, _)) => tracing::debug!(config = %config.name, "reconciled"),
+                Err(error) => tracing::debug!(%error, "reconcile did not complete"),
+            }
+        })
+        .await;
+}
+
+/// Transient errors retry with per-config exponential backoff (1 s doubling to 5 min).
+fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) -> Action {
+    let name = config.name_any();
+    let category = error.category();
+    ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();
+    let failures = {
+        let mut failures = ctx.failures.lock().expect("not poisoned");
+        let count = failures.entry(name.clone()).or_insert(0);
+        *count = count.saturating_add(1);
+        *count
+    };
+    let delay = Duration::from_secs(1u64 << failures.min(9).saturating_sub(1)).min(Duration::from_secs(300));
+    tracing::warn!(config = %name, %error, category, failures, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+impl Context {
+    fn reset_failures(&self, name: &str) {
+        self.failures.lock().expect("not poisoned").remove(name);
+    }
+}

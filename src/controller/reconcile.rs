@@ -1,0 +1,614 @@
+//! One reconcile of one config: observe (caches) → validate → build → apply → status.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::error_boundary::InvalidObject;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::{Context, Error, GuardedConfig};
+use crate::api::{DriverStatus, NeuronDRAConfig, NeuronDRAConfigStatus, ProfileStatus};
+use crate::apply::{self, ApplyError, Outcome, shared_manager};
+use crate::build::{self, ANNOTATION_SPEC_HASH, Desired, LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
+use crate::conflict::{self, Claimant, Conflicts};
+use crate::status::{self, Observation, Rollout, Validity};
+use crate::telemetry::{ConfigLabels, seconds};
+use crate::validate::{ValidatedConfig, validate};
+
+pub const FINALIZER: &str = "neurondra.io/cleanup";
+
+pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.stores.wait_ready().await;
+    let started = Instant::now();
+    let name = config.name_any();
+    ctx.metrics.reconciles.get_or_create(&ConfigLabels { config: name.clone() }).inc();
+
+    let result = match &config.0 {
+        Err(invalid) => report_unparseable(&name, invalid, &ctx).await,
+        Ok(parsed) if parsed.spec.paused && parsed.meta().deletion_timestamp.is_none() => {
+            // Paused: no writes but the status, not even the finalizer.
+            apply(parsed, &ctx).await
+        }
+        Ok(parsed) => {
+            let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
+            finalizer(&api, FINALIZER, Arc::new(parsed.clone()), |event| async {
+                match event {
+                    FinalizerEvent::Apply(config) => apply(&config, &ctx).await,
+                    FinalizerEvent::Cleanup(config) => cleanup(&config, &ctx).await,
+                }
+            })
+            .await
+            .map_err(|e| Error::Finalizer(Box::new(e)))
+        }
+    };
+
+    ctx.metrics.reconcile_duration.observe(seconds(started.elapsed()));
+    match &result {
+        Ok(_) => ctx.reset_failures(&name),
+        Err(error) => {
+            let reference = ObjectRef::<NeuronDRAConfig>::new(&name).into();
+            publish(&ctx, &reference, EventType::Warning, error.category(), "Reconcile", error.to_string()).await;
+        }
+    }
+    result
+}
+
+async fn publish(
+    ctx: &Context,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        tracing::warn!(%error, reason, "publishing an event");
+    }
+}
+
+/// A config the API server stored but this build cannot parse: reported, never retried in a loop.
+async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) -> Result<Action, Error> {
+    tracing::warn!(config = name, error = %invalid.error, "cannot parse config");
+    let condition = json!({
+        "type": status::CONFIG_VALID, "status": "False", "reason": "Unparseable",
+        "message": format!("the operator cannot read this object: {}", invalid.error),
+        "lastTransitionTime": status::now().to_string(),
+    });
+    let patch = json!({
+        "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
+        "status": {"phase": "Degraded", "conditions": [condition]},
+    });
+    let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
+    api.patch_status(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&patch)).await.map_err(Error::Status)?;
+    let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
+    publish(ctx, &reference, EventType::Warning, "Unparseable", "Validate", invalid.error.clone()).await;
+    Ok(Action::await_change())
+}
+
+/// The templates' target namespaces: the explicit list (those that exist) and every namespace the selector matches;
+/// terminating namespaces are left out. Also returns the explicit namespaces that do not exist.
+fn target_namespaces(config: &ValidatedConfig, namespaces: &Store<Namespace>) -> (Vec<String>, Vec<String>) {
+    let active = |ns: &Namespace| ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating");
+    let mut targets = BTreeSet::new();
+    let mut missing = Vec::new();
+    for name in &config.spec.templates.namespaces {
+        match namespaces.get(&ObjectRef::new(name)) {
+            Some(ns) if active(&ns) => {
+                targets.insert(name.clone());
+            }
+            Some(_) => {}
+            None => missing.push(name.clone()),
+        }
+    }
+    if let Some(selector) = &config.spec.templates.namespace_selector {
+        for ns in namespaces.state() {
+            if active(&ns) && conflict::selector_matches(Some(selector), ns.labels()) {
+                targets.insert(ns.name_any());
+            }
+        }
+    }
+    (targets.into_iter().collect(), missing)
+}
+
+/// What a config asks of the cluster, for conflict checks against the others.
+fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, ctx: &Context) -> Claimant {
+    let (namespaces, _) = target_namespaces(validated, &ctx.stores.namespaces);
+    let nodes = ctx
+        .stores
+        .nodes
+        .state()
+        .iter()
+        .filter(|node| conflict::selects_node(&validated.spec, node.labels()))
+        .map(|node| node.name_any())
+        .collect();
+    let templates = namespaces
+        .iter()
+        .flat_map(|ns| validated.claims.iter().map(move |c| (ns.clone(), c.template.clone())))
+        .collect();
+    let created = config.meta().creation_timestamp.as_ref().map_or(i64::MAX, |t| t.0.as_second());
+    Claimant { name: validated.name.clone(), created: (created, validated.name.clone()), nodes, templates }
+}
+
+/// Conflicts with older configs that are valid and not being deleted.
+fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, ctx: &Context) -> Conflicts {
+    let others: Vec<Claimant> = ctx
+        .stores
+        .configs
+        .state()
+        .iter()
+        .filter_map(|guard| guard.0.as_ref().ok())
+        .filter(|other| other.name_any() != validated.name && other.meta().deletion_timestamp.is_none())
+        .filter_map(|other| validate(other).ok().map(|v| claimant(other, &v, ctx)))
+        .collect();
+    conflict::find_conflicts(&claimant(config, validated, ctx), &others)
+}
+
+/// What one reconcile did, for events and the status.
+#[derive(Default)]
+struct Report {
+    created: Vec<String>,
+    updated: Vec<String>,
+    replaced: Vec<String>,
+    deleted: Vec<String>,
+    errors: Vec<ApplyError>,
+    /// (namespace/name) of desired templates now in place.
+    templates_in_place: BTreeSet<String>,
+}
+
+impl Report {
+    fn record(&mut self, what: String, outcome: Result<Outcome, ApplyError>) -> bool {
+        match outcome {
+            Ok(Outcome::Created) => self.created.push(what),
+            Ok(Outcome::Updated) => self.updated.push(what),
+            Ok(Outcome::Unchanged) => {}
+            Err(error) => {
+                self.errors.push(error);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn record_delete(&mut self, what: String, outcome: Result<(), ApplyError>) {
+        match outcome {
+            Ok(()) => self.deleted.push(what),
+            Err(error) => self.errors.push(error),
+        }
+    }
+}
+
+fn cached<K>(store: &Store<K>, name: &str, namespace: Option<&str>) -> Option<Arc<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let reference = ObjectRef::new(name);
+    store.get(&match namespace {
+        Some(ns) => reference.within(ns),
+        None => reference,
+    })
+}
+
+fn key<K: Resource>(object: &K) -> String {
+    match object.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", object.name_any()),
+        None => object.name_any(),
+    }
+}
+
+fn kind_key<K: Resource<DynamicType = ()>>(object: &K) -> String {
+    format!("{} {}", K::kind(&()), key(object))
+}
+
+async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
+    let name = config.name_any();
+    let reference = config.object_ref(&());
+    let previous = config.status.as_ref();
+    let validated = match validate(config) {
+        Ok(validated) => validated,
+        Err(invalid) => {
+            let message = invalid.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+            let observation = Observation {
+                generation: config.meta().generation,
+                paused: config.spec.paused,
+                validity: Validity::Invalid { reason: "InvalidSpec", message: message.clone() },
+                rollout: Rollout::NotApplied("the spec is invalid".into()),
+                templates_present: 0,
+                templates_wanted: 0,
+                template_namespaces: 0,
+                profiles: Vec::new(),
+                templates_missing: Vec::new(),
+                health: None,
+            };
+            if condition_reason(previous, status::CONFIG_VALID) != Some("InvalidSpec") {
+                publish(ctx, &reference, EventType::Warning, "InvalidSpec", "Validate", message).await;
+            }
+            write_status(config, &observation, ctx).await?;
+            // Permanent until the spec changes: no requeue.
+            return Ok(Action::await_change());
+        }
+    };
+
+    let (namespaces, missing_namespaces) = target_namespaces(&validated, &ctx.stores.namespaces);
+    let conflicts = conflicts_of(config, &validated, ctx);
+    let mut desired = build::build(&validated, &namespaces);
+    desired
+        .templates
+        .retain(|t| !conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
+    let daemon_set_wanted = conflicts.nodes.is_empty();
+
+    let mut report = Report::default();
+    if !config.spec.paused {
+        apply_desired(&validated, &desired, daemon_set_wanted, ctx, &mut report).await;
+        delete_orphans(&validated, &desired, daemon_set_wanted, ctx, &mut report).await;
+        publish_changes(ctx, &reference, &report).await;
+    } else {
+        // Paused: judge what is there without touching it.
+        for template in &desired.templates {
+            let existing = cached(&ctx.stores.templates, &template.name_any(), template.namespace().as_deref());
+            if existing.is_some_and(|e| spec_hash(&e) == spec_hash(template)) {
+                report.templates_in_place.insert(key(template));
+            }
+        }
+    }
+
+    let validity = if conflicts.is_empty() { Validity::Valid } else { Validity::Conflict(conflicts.message()) };
+    if let Validity::Conflict(message) = &validity
+        && condition_reason(previous, status::CONFIG_VALID) != Some("Conflict")
+    {
+        publish(ctx, &reference, EventType::Warning, "Conflict", "Apply", message.clone()).await;
+    }
+    let observation =
+        observe(config, &validated, &desired, &namespaces, &missing_namespaces, daemon_set_wanted, validity, &report, ctx);
+    ctx.metrics
+        .managed_objects
+        .get_or_create(&ConfigLabels { config: name.clone() })
+        .set((report.templates_in_place.len() + 6) as i64);
+    write_status(config, &observation, ctx).await?;
+
+    match report.errors.into_iter().next() {
+        Some(error) => Err(error.into()),
+        None => Ok(Action::await_change()),
+    }
+}
+
+fn condition_reason<'a>(status: Option<&'a NeuronDRAConfigStatus>, type_: &str) -> Option<&'a str> {
+    status?.conditions.iter().find(|c| c.type_ == type_).map(|c| c.reason.as_str())
+}
+
+fn spec_hash(template: &ResourceClaimTemplate) -> Option<&String> {
+    template.annotations().get(ANNOTATION_SPEC_HASH)
+}
+
+/// Applies in a fixed order: Namespace, ServiceAccount, RBAC, DeviceClass, DaemonSet, templates.
+async fn apply_desired(
+    validated: &ValidatedConfig,
+    desired: &Desired,
+    daemon_set_wanted: bool,
+    ctx: &Context,
+    report: &mut Report,
+) {
+    let client = &ctx.client;
+    let stores = &ctx.stores;
+    let driver_ns = &validated.spec.driver.namespace;
+
+    // An existing namespace is used as it is: the operator only creates (and later deletes) its own.
+    if stores.namespaces.get(&ObjectRef::new(driver_ns)).is_none() {
+        let outcome = apply::ensure(&Api::<Namespace>::all(client.clone()), &desired.namespace, None, MANAGER).await;
+        report.record(kind_key(&desired.namespace), outcome);
+    }
+    let sa = &desired.service_account;
+    let outcome = apply::ensure(
+        &Api::<ServiceAccount>::namespaced(client.clone(), driver_ns),
+        sa,
+        cached(&stores.service_accounts, &sa.name_any(), Some(driver_ns)).as_deref(),
+        MANAGER,
+    )
+    .await;
+    report.record(kind_key(sa), outcome);
+    let role = &desired.cluster_role;
+    let outcome = apply::ensure(
+        &Api::<ClusterRole>::all(client.clone()),
+        role,
+        cached(&stores.cluster_roles, &role.name_any(), None).as_deref(),
+        MANAGER,
+    )
+    .await;
+    report.record(kind_key(role), outcome);
+    let binding = &desired.cluster_role_binding;
+    let outcome = apply::ensure(
+        &Api::<ClusterRoleBinding>::all(client.clone()),
+        binding,
+        cached(&stores.cluster_role_bindings, &binding.name_any(), None).as_deref(),
+        MANAGER,
+    )
+    .await;
+    report.record(kind_key(binding), outcome);
+    let class = &desired.device_class;
+    let outcome = apply::ensure(
+        &Api::<DeviceClass>::all(client.clone()),
+        class,
+        cached(&stores.device_classes, &class.name_any(), None).as_deref(),
+        &shared_manager(&validated.name),
+    )
+    .await;
+    report.record(kind_key(class), outcome);
+    if daemon_set_wanted {
+        let ds = &desired.daemon_set;
+        let outcome = apply::ensure(
+            &Api::<DaemonSet>::namespaced(client.clone(), driver_ns),
+            ds,
+            cached(&stores.daemon_sets, &ds.name_any(), Some(driver_ns)).as_deref(),
+            MANAGER,
+        )
+        .await;
+        report.record(kind_key(ds), outcome);
+    }
+    apply_templates(&desired.templates, ctx, report).await;
+}
+
+/// Templates in parallel (bounded); a template whose spec changed is deleted and created again (its spec is
+/// immutable).
+async fn apply_templates(templates: &[ResourceClaimTemplate], ctx: &Context, report: &mut Report) {
+    use futures::StreamExt;
+    const PARALLEL: usize = 16;
+    let outcomes: Vec<(String, bool, Result<Outcome, ApplyError>)> = futures::stream::iter(templates.iter().cloned())
+        .map(|template| apply_template(template, ctx))
+        .buffer_unordered(PARALLEL)
+        .collect()
+        .await;
+    for (what, replaced, outcome) in outcomes {
+        let ok = match outcome {
+            Ok(Outcome::Created) if replaced => {
+                report.replaced.push(format!("ResourceClaimTemplate {what}"));
+                true
+            }
+            outcome => report.record(format!("ResourceClaimTemplate {what}"), outcome),
+        };
+        if ok {
+            report.templates_in_place.insert(what);
+        }
+    }
+}
+
+/// One template: (namespace/name, whether it was replaced, outcome).
+async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (String, bool, Result<Outcome, ApplyError>) {
+    let ns = template.namespace().unwrap_or_default();
+    let api = Api::<ResourceClaimTemplate>::namespaced(ctx.client.clone(), &ns);
+    let existing = cached(&ctx.stores.templates, &template.name_any(), Some(&ns));
+    let stale = existing.as_ref().is_some_and(|e| spec_hash(e) != spec_hash(&template));
+    if stale && let Err(error) = apply::delete(&api, &template.name_any()).await {
+        return (key(&template), true, Err(error));
+    }
+    let existing = if stale { None } else { existing };
+    (key(&template), stale, apply::ensure(&api, &template, existing.as_deref(), MANAGER).await)
+}
+
+/// Deletes this config's objects that the spec no longer asks for (found by label, in every namespace).
+async fn delete_orphans(
+    validated: &ValidatedConfig,
+    desired: &Desired,
+    daemon_set_wanted: bool,
+    ctx: &Context,
+    report: &mut Report,
+) {
+    let client = &ctx.client;
+    let stores = &ctx.stores;
+    let wanted_templates: BTreeSet<String> = desired.templates.iter().map(key).collect();
+    let mine = |labels: &BTreeMap<String, String>| labels.get(LABEL_CONFIG) == Some(&validated.name);
+
+    for template in stores.templates.state().iter().filter(|t| mine(t.labels())) {
+        if !wanted_templates.contains(&key(template.as_ref())) {
+            let api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), &template.namespace().unwrap_or_default());
+            report.record_delete(kind_key(template.as_ref()), apply::delete(&api, &template.name_any()).await);
+        }
+    }
+    let wanted_ds = daemon_set_wanted.then(|| key(&desired.daemon_set));
+    for ds in stores.daemon_sets.state().iter().filter(|d| mine(d.labels())) {
+        if Some(key(ds.as_ref())) != wanted_ds {
+            let api = Api::<DaemonSet>::namespaced(client.clone(), &ds.namespace().unwrap_or_default());
+            report.record_delete(kind_key(ds.as_ref()), apply::delete(&api, &ds.name_any()).await);
+        }
+    }
+    let wanted_sa = key(&desired.service_account);
+    for sa in stores.service_accounts.state().iter().filter(|s| mine(s.labels())) {
+        if key(sa.as_ref()) != wanted_sa {
+            let api = Api::<ServiceAccount>::namespaced(client.clone(), &sa.namespace().unwrap_or_default());
+            report.record_delete(kind_key(sa.as_ref()), apply::delete(&api, &sa.name_any()).await);
+        }
+    }
+    release_device_classes(validated, Some(&desired.device_class.name_any()), ctx, report).await;
+}
+
+/// DeviceClasses this config owns but does not want (all of them when `keep` is None): deleted when no other config
+/// owns them, otherwise only this config's owner reference is released.
+async fn release_device_classes(validated: &ValidatedConfig, keep: Option<&str>, ctx: &Context, report: &mut Report) {
+    let Some(uid) = validated.uid.as_deref() else { return };
+    let api = Api::<DeviceClass>::all(ctx.client.clone());
+    for class in ctx.stores.device_classes.state() {
+        let owners = class.owner_references();
+        if Some(class.name_any().as_str()) == keep || !owners.iter().any(|o| o.uid == uid) {
+            continue;
+        }
+        if owners.iter().all(|o| o.uid == uid) {
+            report.record_delete(kind_key(class.as_ref()), apply::delete(&api, &class.name_any()).await);
+        } else {
+            // Applying an empty object under this config's manager drops the fields only it owned.
+            let empty = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": class.name_any()}});
+            let params = PatchParams::apply(&shared_manager(&validated.name)).force();
+            if let Err(source) = api.patch(&class.name_any(), &params, &Patch::Apply(&empty)).await {
+                report.errors.push(ApplyError::Apply { kind: "DeviceClass".into(), name: class.name_any(), source });
+            }
+        }
+    }
+}
+
+async fn publish_changes(ctx: &Context, reference: &k8s_openapi::api::core::v1::ObjectReference, report: &Report) {
+    const SHOWN: usize = 8;
+    let summary = |items: &[String]| {
+        let more = items.len().saturating_sub(SHOWN);
+        let mut text = items.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    for (reason, items) in [
+        ("Created", &report.created),
+        ("Updated", &report.updated),
+        ("Replaced", &report.replaced),
+        ("Deleted", &report.deleted),
+    ] {
+        if !items.is_empty() {
+            publish(ctx, reference, EventType::Normal, reason, "Apply", format!("{reason} {}", summary(items))).await;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn observe(
+    config: &NeuronDRAConfig,
+    validated: &ValidatedConfig,
+    desired: &Desired,
+    namespaces: &[String],
+    missing_namespaces: &[String],
+    daemon_set_wanted: bool,
+    validity: Validity,
+    report: &Report,
+    ctx: &Context,
+) -> Observation {
+    let rollout = if !daemon_set_wanted {
+        Rollout::NotApplied("its nodes are already served by an older config".into())
+    } else {
+        let ds = &desired.daemon_set;
+        let image = validated.spec.driver.image.clone();
+        match cached(&ctx.stores.daemon_sets, &ds.name_any(), ds.namespace().as_deref()) {
+            None => Rollout::Applied {
+                status: DriverStatus { image: Some(image), daemon_set: Some(key(ds)), ..DriverStatus::default() },
+                observed: false,
+            },
+            Some(current) => {
+                let s = current.status.clone().unwrap_or_default();
+                let observed = s.observed_generation.unwrap_or(0) >= current.metadata.generation.unwrap_or(0)
+                    && current.status.is_some();
+                Rollout::Applied {
+                    status: DriverStatus {
+                        image: Some(image),
+                        daemon_set: Some(key(ds)),
+                        desired_nodes: s.desired_number_scheduled,
+                        ready_nodes: s.number_ready,
+                        updated_nodes: s.updated_number_scheduled.unwrap_or(0),
+                    },
+                    observed,
+                }
+            }
+        }
+    };
+    let wanted = namespaces.len() * validated.claims.len();
+    let mut missing: Vec<String> = missing_namespaces.iter().map(|ns| format!("namespace {ns} not found")).collect();
+    missing.extend(
+        desired.templates.iter().map(key).filter(|k| !report.templates_in_place.contains(k)).take(10),
+    );
+    let profiles = validated
+        .templates_by_profile()
+        .into_iter()
+        .map(|(profile, templates)| {
+            let complete = namespaces
+                .iter()
+                .filter(|ns| templates.iter().all(|t| report.templates_in_place.contains(&format!("{ns}/{t}"))))
+                .count();
+            ProfileStatus { name: profile, templates, namespaces: complete as i64 }
+        })
+        .collect();
+    let in_place_namespaces: BTreeSet<&str> =
+        report.templates_in_place.iter().filter_map(|k| k.split_once('/').map(|(ns, _)| ns)).collect();
+    Observation {
+        generation: config.meta().generation,
+        paused: config.spec.paused,
+        validity,
+        rollout,
+        templates_present: report.templates_in_place.len(),
+        templates_wanted: wanted + missing_namespaces.len() * validated.claims.len(),
+        template_namespaces: in_place_namespaces.len(),
+        profiles,
+        templates_missing: missing,
+        health: None,
+    }
+}
+
+/// One server-side apply of the whole status, only when it differs from what is stored.
+async fn write_status(config: &NeuronDRAConfig, observation: &Observation, ctx: &Context) -> Result<(), Error> {
+    let status = status::compute(config.status.as_ref(), observation, status::now());
+    if config.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let patch = json!({"apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig", "status": status});
+    let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
+    api.patch_status(&config.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&patch))
+        .await
+        .map_err(Error::Status)?;
+    Ok(())
+}
+
+/// Removes everything this config created before it goes away.
+async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
+    let name = config.name_any();
+    let mut report = Report::default();
+    let stores = &ctx.stores;
+    let client = &ctx.client;
+    let mine = |labels: &BTreeMap<String, String>| labels.get(LABEL_CONFIG) == Some(&name);
+
+    for t in stores.templates.state().iter().filter(|t| mine(t.labels())) {
+        let api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), &t.namespace().unwrap_or_default());
+        report.record_delete(kind_key(t.as_ref()), apply::delete(&api, &t.name_any()).await);
+    }
+    for ds in stores.daemon_sets.state().iter().filter(|d| mine(d.labels())) {
+        let api = Api::<DaemonSet>::namespaced(client.clone(), &ds.namespace().unwrap_or_default());
+        report.record_delete(kind_key(ds.as_ref()), apply::delete(&api, &ds.name_any()).await);
+    }
+    for b in stores.cluster_role_bindings.state().iter().filter(|b| mine(b.labels())) {
+        report.record_delete(kind_key(b.as_ref()), apply::delete(&Api::<ClusterRoleBinding>::all(client.clone()), &b.name_any()).await);
+    }
+    for r in stores.cluster_roles.state().iter().filter(|r| mine(r.labels())) {
+        report.record_delete(kind_key(r.as_ref()), apply::delete(&Api::<ClusterRole>::all(client.clone()), &r.name_any()).await);
+    }
+    for sa in stores.service_accounts.state().iter().filter(|s| mine(s.labels())) {
+        let api = Api::<ServiceAccount>::namespaced(client.clone(), &sa.namespace().unwrap_or_default());
+        report.record_delete(kind_key(sa.as_ref()), apply::delete(&api, &sa.name_any()).await);
+    }
+
+    // Shared objects: the DeviceClass goes with its last owner; the driver namespace goes when no other config
+    // uses it and the operator created it.
+    let spec = &config.spec;
+    let validated = ValidatedConfig { name: name.clone(), uid: config.uid(), spec: spec.clone(), claims: Vec::new() };
+    release_device_classes(&validated, None, ctx, &mut report).await;
+    let others_use_namespace = stores.configs.state().iter().filter_map(|g| g.0.as_ref().ok()).any(|other| {
+        other.name_any() != name
+            && other.meta().deletion_timestamp.is_none()
+            && other.spec.driver.namespace == spec.driver.namespace
+    });
+    if let Some(ns) = stores.namespaces.get(&ObjectRef::new(&spec.driver.namespace))
+        && !others_use_namespace
+        && ns.labels().get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGER)
+    {
+        report.record_delete(kind_key(ns.as_ref()), apply::delete(&Api::<Namespace>::all(client.clone()), &ns.name_any()).await);
+    }
+
+    publish_changes(ctx, &config.object_ref(&()), &report).await;
+    match report.errors.into_iter().next() {
+        Some(error) => Err(error.into()),
+        None => Ok(Action::await_change()),
+    }
+}

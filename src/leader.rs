@@ -1,0 +1,76 @@
+//! Leader election on a Lease (kube-lease-manager): only the holder runs the controller; losing the lease stops it.
+
+use kube::Client;
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::controller::RunArgs;
+
+/// Held leadership: a channel that turns false when the lease is lost.
+pub struct Leadership {
+    state: watch::Receiver<bool>,
+    task: JoinHandle<kube_lease_manager::Result<LeaseManager>>,
+}
+
+impl Leadership {
+    pub fn is_leader(&self) -> bool {
+        *self.state.borrow()
+    }
+
+    /// Resolves when the lease is lost (or the election task ends).
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let mut state = self.state.clone();
+        async move {
+            let _ = state.wait_for(|leader| !*leader).await;
+        }
+    }
+
+    /// Gives the lease up so a standby takes over at once instead of after it expires.
+    pub async fn release(self) {
+        drop(self.state);
+        match self.task.await {
+            Ok(Ok(_)) => tracing::info!("released the leader lease"),
+            Ok(Err(error)) => tracing::warn!(%error, "releasing the leader lease"),
+            Err(error) => tracing::warn!(%error, "leader election task"),
+        }
+    }
+}
+
+fn identity(args: &RunArgs) -> String {
+    let base = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "neuron-dra-operator".to_string());
+    format!("{base}-{}", std::process::id())
+}
+
+/// Waits until this replica holds the lease; `None` if asked to stop first.
+pub async fn acquire(
+    client: &Client,
+    args: &RunArgs,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<Option<Leadership>> {
+    let identity = identity(args);
+    let manager = LeaseManagerBuilder::new(client.clone(), &args.lease_name)
+        .with_namespace(&args.lease_namespace)
+        .with_identity(&identity)
+        .with_duration(args.lease_duration)
+        .with_grace(args.lease_duration.div_ceil(3).max(2))
+        .build()
+        .await?;
+    let (mut state, task) = manager.watch().await;
+    tracing::info!(%identity, lease = %args.lease_name, namespace = %args.lease_namespace, "waiting for leadership");
+    let became_leader = tokio::select! {
+        result = state.wait_for(|leader| *leader) => { result?; true }
+        _ = stop.wait_for(|stop| *stop) => false,
+    };
+    if !became_leader {
+        drop(state);
+        let _ = task.await;
+        return Ok(None);
+    }
+    tracing::info!(%identity, "became the leader");
+    Ok(Some(Leadership { state, task }))
+}

@@ -1,0 +1,279 @@
+//! Logs, Prometheus metrics, the client's request counters, and the `/metrics` `/healthz` `/readyz` server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use kube::client::Body;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigLabels {
+    pub config: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// get, list, watch, create, update, patch, delete.
+    pub verb: String,
+    /// Plural resource, with `/status` for the status subresource.
+    pub resource: String,
+}
+
+/// Every metric the operator exports.
+pub struct Metrics {
+    registry: Registry,
+    pub reconciles: Family<ConfigLabels, Counter>,
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    pub reconcile_duration: Histogram,
+    pub managed_objects: Family<ConfigLabels, Gauge>,
+    pub api_requests: Family<RequestLabels, Counter>,
+    pub nodes: Family<ConfigLabels, Gauge>,
+    pub devices: Family<ConfigLabels, Gauge>,
+    pub unhealthy_devices: Family<ConfigLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("neuron_dra_operator");
+        let reconciles = Family::<ConfigLabels, Counter>::default();
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        let reconcile_duration =
+            Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
+        let managed_objects = Family::<ConfigLabels, Gauge>::default();
+        let api_requests = Family::<RequestLabels, Counter>::default();
+        let nodes = Family::<ConfigLabels, Gauge>::default();
+        let devices = Family::<ConfigLabels, Gauge>::default();
+        let unhealthy_devices = Family::<ConfigLabels, Gauge>::default();
+        registry.register("reconciles", "Reconciles per config", reconciles.clone());
+        registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile takes",
+            reconcile_duration.clone(),
+        );
+        registry.register("managed_objects", "Objects a config owns", managed_objects.clone());
+        registry.register(
+            "api_requests",
+            "Requests this process sent to the API server, by verb and resource",
+            api_requests.clone(),
+        );
+        registry.register("nodes", "Nodes a config selects", nodes.clone());
+        registry.register("devices", "Neuron devices on the nodes a config selects", devices.clone());
+        registry.register("unhealthy_devices", "Unhealthy Neuron devices per config", unhealthy_devices.clone());
+        Self {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            managed_objects,
+            api_requests,
+            nodes,
+            devices,
+            unhealthy_devices,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        out
+    }
+
+    /// Counts one outgoing API request.
+    pub fn record_request(&self, request: &http::Request<Body>) {
+        self.api_requests.get_or_create(&classify_request(request.method(), request.uri())).inc();
+    }
+
+    /// Write requests sent so far (create, update, patch, delete), optionally excluding leader-election leases.
+    pub fn writes(&self, include_leases: bool) -> u64 {
+        let mut total = 0;
+        for verb in ["create", "update", "patch", "delete"] {
+            for resource in KNOWN_RESOURCES {
+                if !include_leases && *resource == "leases" {
+                    continue;
+                }
+                let labels = RequestLabels { verb: verb.into(), resource: resource.to_string() };
+                total += self.api_requests.get_or_create(&labels).get();
+            }
+        }
+        total
+    }
+}
+
+const KNOWN_RESOURCES: &[&str] = &[
+    "namespaces",
+    "serviceaccounts",
+    "clusterroles",
+    "clusterrolebindings",
+    "deviceclasses",
+    "daemonsets",
+    "resourceclaimtemplates",
+    "neurondraconfigs",
+    "neurondraconfigs/status",
+    "events",
+    "leases",
+];
+
+/// Verb and resource of a request, from its method and path
+/// (`/api/v1/namespaces/ns/pods/name/status`, `/apis/group/version/resource`).
+pub fn classify_request(method: &http::Method, uri: &http::Uri) -> RequestLabels {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segments.first() {
+        Some(&"api") => segments.get(2..).unwrap_or_default(),
+        Some(&"apis") => segments.get(3..).unwrap_or_default(),
+        _ => &[],
+    };
+    // Skip `namespaces/<ns>` when a namespaced resource follows.
+    let rest = if rest.len() > 2 && rest[0] == "namespaces" { &rest[2..] } else { rest };
+    let mut resource = rest.first().copied().unwrap_or("unknown").to_string();
+    let named = rest.len() > 1;
+    if let Some(sub) = rest.get(2) {
+        resource = format!("{resource}/{sub}");
+    }
+    let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let verb = match *method {
+        http::Method::GET if watch => "watch",
+        http::Method::GET if named => "get",
+        http::Method::GET => "list",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    };
+    RequestLabels { verb: verb.into(), resource }
+}
+
+/// Readiness as `/readyz` reports it: the caches are synced (or this replica is a standby).
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::SeqCst);
+    }
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone)]
+struct ServerState {
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` until `shutdown` resolves.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz_handler))
+        .with_state(ServerState { metrics, readiness });
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
+}
+
+async fn readyz_handler(State(state): State<ServerState>) -> impl IntoResponse {
+    if state.readiness.get() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "caches not synced") }
+}
+
+/// Logs to stderr, as JSON when asked; `RUST_LOG` filters (default `info`).
+pub fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_lease_manager=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Seconds as a histogram observation.
+pub fn seconds(duration: Duration) -> f64 {
+    duration.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(method: http::Method, uri: &str) -> (String, String) {
+        let labels = classify_request(&method, &uri.parse().unwrap());
+        (labels.verb, labels.resource)
+    }
+
+    #[test]
+    fn requests_are_classified_by_verb_and_resource() {
+        let cases = [
+            (http::Method::GET, "/api/v1/nodes?watch=true&resourceVersion=1", "watch", "nodes"),
+            (http::Method::GET, "/api/v1/nodes", "list", "nodes"),
+            (http::Method::GET, "/api/v1/namespaces", "list", "namespaces"),
+            (http::Method::GET, "/api/v1/namespaces/team-a", "get", "namespaces"),
+            (
+                http::Method::PATCH,
+                "/apis/resource.k8s.io/v1/namespaces/a/resourceclaimtemplates/t?fieldManager=x",
+                "patch",
+                "resourceclaimtemplates",
+            ),
+            (http::Method::DELETE, "/apis/apps/v1/namespaces/d/daemonsets/ds", "delete", "daemonsets"),
+            (
+                http::Method::PATCH,
+                "/apis/neurondra.io/v1alpha1/neurondraconfigs/c/status",
+                "patch",
+                "neurondraconfigs/status",
+            ),
+            (http::Method::POST, "/apis/events.k8s.io/v1/namespaces/default/events", "create", "events"),
+        ];
+        for (method, uri, verb, resource) in cases {
+            assert_eq!(classify(method, uri), (verb.to_string(), resource.to_string()), "{uri}");
+        }
+    }
+
+    #[test]
+    fn writes_count_only_write_verbs() {
+        let metrics = Metrics::default();
+        let request = |method: http::Method, uri: &str| {
+            let mut r = http::Request::new(Body::empty());
+            *r.method_mut() = method;
+            *r.uri_mut() = uri.parse().unwrap();
+            r
+        };
+        metrics.record_request(&request(http::Method::GET, "/api/v1/nodes"));
+        metrics.record_request(&request(http::Method::PATCH, "/apis/apps/v1/namespaces/a/daemonsets/x"));
+        metrics.record_request(&request(http::Method::PUT, "/apis/coordination.k8s.io/v1/namespaces/a/leases/l"));
+        assert_eq!(metrics.writes(false), 1);
+        assert_eq!(metrics.writes(true), 2);
+        assert!(metrics.encode().contains("neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\"} 1"));
+    }
+}

@@ -1,0 +1,239 @@
+//! The integration-test harness: a client for the real local control plane (`make controlplane-up`), the CRD and
+//! the operator's shipped RBAC installed once, unique names per test, and the operator as a real process running
+//! under its ServiceAccount's token.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
+pub const OPERATOR_SA: &str = "neuron-dra-operator";
+/// Label that ties a test's configs to the operator that test runs (`--config-selector`).
+pub const TEST_LABEL: &str = "neurondra.io/test";
+
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// The admin kubeconfig of the local control plane.
+pub fn kubeconfig() -> PathBuf {
+    let path = std::env::var("KUBECONFIG").map(PathBuf::from).unwrap_or_else(|_| repo("target/controlplane/kubeconfig"));
+    assert!(path.exists(), "no control plane: run `make controlplane-up` (or `make test`) first ({})", path.display());
+    path
+}
+
+/// Runs kubectl as admin; panics with its output when it fails.
+pub fn kubectl(args: &[&str]) -> String {
+    kubectl_with(&kubeconfig(), args, None).unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")))
+}
+
+/// Runs kubectl with a kubeconfig and optional stdin; returns stdout, or stderr as the error.
+pub fn kubectl_with(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+static INSTALL: Once = Once::new();
+
+/// Installs the CRD from `crds/` and the operator's RBAC from `config/rbac` (once per test process).
+pub fn install() {
+    INSTALL.call_once(|| {
+        kubectl(&["apply", "--server-side", "--force-conflicts", "-f", repo("crds").to_str().unwrap()]);
+        kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "crd/neurondraconfigs.neurondra.io"]);
+        let ns = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OPERATOR_NAMESPACE}}}\n");
+        kubectl_with(&kubeconfig(), &["apply", "-f", "-"], Some(&ns)).unwrap();
+        kubectl(&["apply", "-k", repo("config/rbac").to_str().unwrap()]);
+    });
+}
+
+/// An admin client, with the CRD and RBAC installed.
+pub async fn admin() -> Client {
+    install();
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig()).unwrap(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// A name no other test (or earlier run) uses: `<prefix>-<pid>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}-{}-{}", std::process::id() % 100_000, NEXT.fetch_add(1, Ordering::SeqCst))
+}
+
+/// A kubeconfig that authenticates as the operator's ServiceAccount with a TokenRequest token, so the operator
+/// runs with exactly the RBAC `config/rbac` ships.
+pub fn operator_kubeconfig(dir: &Path) -> PathBuf {
+    install();
+    let token = kubectl(&["create", "token", OPERATOR_SA, "-n", OPERATOR_NAMESPACE, "--duration=2h"]);
+    let server = kubectl(&["config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"]);
+    let ca = kubectl(&[
+        "config",
+        "view",
+        "--raw",
+        "--minify",
+        "-o",
+        "jsonpath={.clusters[0].cluster.certificate-authority-data}",
+    ]);
+    let path = dir.join("operator.kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: operator\n  user:\n    token: {}\ncontexts:\n- name: operator\n  context: {{cluster: local, user: operator}}\ncurrent-context: operator\n",
+        token.trim()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The operator binary running as a child process under the shipped RBAC.
+pub struct Operator {
+    child: Option<Child>,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+pub struct OperatorOptions<'a> {
+    /// Value of the `neurondra.io/test` label of the configs it manages.
+    pub test_id: &'a str,
+    /// Lease name; replicas of one test share it.
+    pub lease: &'a str,
+    pub extra: &'a [&'a str],
+}
+
+impl Operator {
+    pub fn start(options: OperatorOptions) -> Operator {
+        let dir = std::env::temp_dir().join(format!("ndo-{}", options.test_id));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = operator_kubeconfig(&dir);
+        let port = free_port();
+        let log = dir.join(format!("operator-{port}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
+            .args(["run", "--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(["--config-selector", &format!("{TEST_LABEL}={}", options.test_id)])
+            .args(["--lease-namespace", OPERATOR_NAMESPACE, "--lease-name", options.lease, "--lease-duration", "6"])
+            .args(options.extra)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info,neuron_dra_operator=debug,kube_lease_manager=warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("operator starts");
+        Operator { child: Some(child), port, log }
+    }
+
+    /// GET a path of the metrics server; None while it does not answer.
+    pub fn http_get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let code = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((code, body))
+    }
+
+    pub fn metrics(&self) -> String {
+        self.http_get("/metrics").map(|(_, body)| body).unwrap_or_default()
+    }
+
+    /// Write requests (create/update/patch/delete) this operator sent, leases excluded.
+    pub fn writes(&self) -> u64 {
+        parse_writes(&self.metrics(), false)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// SIGTERM, then wait for a graceful exit.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        child.wait().ok()
+    }
+
+    /// SIGKILL: the process dies mid-work.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sums `neuron_dra_operator_api_requests_total` over write verbs.
+pub fn parse_writes(metrics: &str, include_leases: bool) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("neuron_dra_operator_api_requests_total{"))
+        .filter(|l| ["create", "update", "patch", "delete"].iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
+        .filter(|l| include_leases || !l.contains("resource=\"leases\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Polls `check` until it returns Some, or panics after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
