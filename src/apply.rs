@@ -47,11 +47,7 @@ pub fn holds(existing: &Value, desired: &Value) -> bool {
     match (desired, existing) {
         (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, want_value)| {
             let have_value = have.get(key).unwrap_or(&Value::Null);
-            if key == "ownerReferences" {
-                contains_all(have_value, want_value)
-            } else {
-                holds(have_value, want_value)
-            }
+            if key == "ownerReferences" { contains_all(have_value, want_value) } else { holds(have_value, want_value) }
         }),
         (Value::Array(want), Value::Array(have)) => {
             want.len() == have.len() && want.iter().zip(have).all(|(w, h)| holds(h, w))
@@ -96,9 +92,11 @@ where
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => {
-            Err(ApplyError::Delete { kind: K::kind(&K::DynamicType::default()).into_owned(), name: name.into(), source })
-        }
+        Err(source) => Err(ApplyError::Delete {
+            kind: K::kind(&K::DynamicType::default()).into_owned(),
+            name: name.into(),
+            source,
+        }),
     }
 }
 

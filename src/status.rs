@@ -20,7 +20,10 @@ pub const DEVICES_HEALTHY: &str = "DevicesHealthy";
 pub enum Validity {
     Valid,
     /// Reason (`InvalidSpec`, `Unparseable`) and the problems, one per line.
-    Invalid { reason: &'static str, message: String },
+    Invalid {
+        reason: &'static str,
+        message: String,
+    },
     /// Overlaps an older config; the rest is applied.
     Conflict(String),
 }
@@ -59,7 +62,11 @@ pub struct Observation {
     pub health: Option<Health>,
 }
 
-pub fn compute(previous: Option<&NeuronDRAConfigStatus>, observed: &Observation, now: Timestamp) -> NeuronDRAConfigStatus {
+pub fn compute(
+    previous: Option<&NeuronDRAConfigStatus>,
+    observed: &Observation,
+    now: Timestamp,
+) -> NeuronDRAConfigStatus {
     let mut conditions = Vec::new();
     let generation = observed.generation;
     let mut set = |type_: &str, ok: bool, reason: &str, message: String| {
@@ -131,7 +138,8 @@ pub fn compute(previous: Option<&NeuronDRAConfigStatus>, observed: &Observation,
     }
 
     let ready = valid && driver_ok && templates_ok;
-    let ready_message = if ready { "the driver is rolled out and every template is in place" } else { "see the other conditions" };
+    let ready_message =
+        if ready { "the driver is rolled out and every template is in place" } else { "see the other conditions" };
     set(READY, ready, if ready { "Ready" } else { "NotReady" }, ready_message.into());
 
     let phase = if observed.paused {

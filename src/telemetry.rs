@@ -54,8 +54,7 @@ impl Default for Metrics {
         let mut registry = Registry::with_prefix("neuron_dra_operator");
         let reconciles = Family::<ConfigLabels, Counter>::default();
         let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        let reconcile_duration =
-            Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
+        let reconcile_duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
         let managed_objects = Family::<ConfigLabels, Gauge>::default();
         let api_requests = Family::<RequestLabels, Counter>::default();
         let nodes = Family::<ConfigLabels, Gauge>::default();
@@ -63,11 +62,7 @@ impl Default for Metrics {
         let unhealthy_devices = Family::<ConfigLabels, Gauge>::default();
         registry.register("reconciles", "Reconciles per config", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
-        registry.register(
-            "reconcile_duration_seconds",
-            "Time one reconcile takes",
-            reconcile_duration.clone(),
-        );
+        registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
         registry.register("managed_objects", "Objects a config owns", managed_objects.clone());
         registry.register(
             "api_requests",
@@ -274,6 +269,10 @@ mod tests {
         metrics.record_request(&request(http::Method::PUT, "/apis/coordination.k8s.io/v1/namespaces/a/leases/l"));
         assert_eq!(metrics.writes(false), 1);
         assert_eq!(metrics.writes(true), 2);
-        assert!(metrics.encode().contains("neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\"} 1"));
+        assert!(
+            metrics
+                .encode()
+                .contains("neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\"} 1")
+        );
     }
 }

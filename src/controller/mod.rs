@@ -71,6 +71,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Consecutive failures per config, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Configs reported as unparseable, with the error: reported once, not on every event.
+    unparseable: Mutex<HashMap<String, String>>,
 }
 
 /// Errors of one reconcile; `category` is the metric label and the Warning event reason.
@@ -222,10 +224,13 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff().modify(|o: &mut K| {
-        // Managed fields are the bulk of most objects and never read here.
-        o.meta_mut().managed_fields = None;
-    }))
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, config).default_backoff().modify(|o: &mut K| {
+            // Managed fields are the bulk of most objects and never read here.
+            o.meta_mut().managed_fields = None;
+        }),
+    )
     .touched_objects();
     (store, stream)
 }
@@ -285,6 +290,7 @@ pub async fn run_controller(
         recorder: Recorder::new(client, reporter),
         metrics,
         failures: Mutex::default(),
+        unparseable: Mutex::default(),
     });
 
     let controller = controller
@@ -293,9 +299,18 @@ pub async fn run_controller(
         .watches_stream(sa_stream, |o| owner_config(&o))
         .watches_stream(cr_stream, |o| owner_config(&o))
         .watches_stream(crb_stream, |o| owner_config(&o))
-        .watches_stream(dc_stream, { let c = configs.clone(); move |_| all_configs(&c) })
-        .watches_stream(namespaces_stream, { let c = configs.clone(); move |_| all_configs(&c) })
-        .watches_stream(nodes_stream, { let c = configs.clone(); move |_| all_configs(&c) })
+        .watches_stream(dc_stream, {
+            let c = configs.clone();
+            move |_| all_configs(&c)
+        })
+        .watches_stream(namespaces_stream, {
+            let c = configs.clone();
+            move |_| all_configs(&c)
+        })
+        .watches_stream(nodes_stream, {
+            let c = configs.clone();
+            move |_| all_configs(&c)
+        })
         .graceful_shutdown_on(stop);
 
     let ready_stores = stores.clone();
@@ -335,5 +350,15 @@ fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) ->
 impl Context {
     fn reset_failures(&self, name: &str) {
         self.failures.lock().expect("not poisoned").remove(name);
+    }
+
+    /// Records an unparseable config; false when this exact error was already reported.
+    fn first_report_of(&self, name: &str, error: &str) -> bool {
+        let mut reported = self.unparseable.lock().expect("not poisoned");
+        reported.insert(name.to_string(), error.to_string()).as_deref() != Some(error)
+    }
+
+    fn parsed_again(&self, name: &str) {
+        self.unparseable.lock().expect("not poisoned").remove(name);
     }
 }

@@ -34,6 +34,9 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
     let name = config.name_any();
     ctx.metrics.reconciles.get_or_create(&ConfigLabels { config: name.clone() }).inc();
 
+    if config.0.is_ok() {
+        ctx.parsed_again(&name);
+    }
     let result = match &config.0 {
         Err(invalid) => report_unparseable(&name, invalid, &ctx).await,
         Ok(parsed) if parsed.spec.paused && parsed.meta().deletion_timestamp.is_none() => {
@@ -80,6 +83,10 @@ async fn publish(
 
 /// A config the API server stored but this build cannot parse: reported, never retried in a loop.
 async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) -> Result<Action, Error> {
+    if !ctx.first_report_of(name, &invalid.error) {
+        // Our own status write brings it back here; report once per distinct error.
+        return Ok(Action::await_change());
+    }
     tracing::warn!(config = name, error = %invalid.error, "cannot parse config");
     let condition = json!({
         "type": status::CONFIG_VALID, "status": "False", "reason": "Unparseable",
@@ -244,9 +251,7 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     let (namespaces, missing_namespaces) = target_namespaces(&validated, &ctx.stores.namespaces);
     let conflicts = conflicts_of(config, &validated, ctx);
     let mut desired = build::build(&validated, &namespaces);
-    desired
-        .templates
-        .retain(|t| !conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
+    desired.templates.retain(|t| !conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
     let daemon_set_wanted = conflicts.nodes.is_empty();
 
     let mut report = Report::default();
@@ -270,8 +275,17 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     {
         publish(ctx, &reference, EventType::Warning, "Conflict", "Apply", message.clone()).await;
     }
-    let observation =
-        observe(config, &validated, &desired, &namespaces, &missing_namespaces, daemon_set_wanted, validity, &report, ctx);
+    let observation = observe(
+        config,
+        &validated,
+        &desired,
+        &namespaces,
+        &missing_namespaces,
+        daemon_set_wanted,
+        validity,
+        &report,
+        ctx,
+    );
     ctx.metrics
         .managed_objects
         .get_or_create(&ConfigLabels { config: name.clone() })
@@ -411,7 +425,8 @@ async fn delete_orphans(
 
     for template in stores.templates.state().iter().filter(|t| mine(t.labels())) {
         if !wanted_templates.contains(&key(template.as_ref())) {
-            let api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), &template.namespace().unwrap_or_default());
+            let api =
+                Api::<ResourceClaimTemplate>::namespaced(client.clone(), &template.namespace().unwrap_or_default());
             report.record_delete(kind_key(template.as_ref()), apply::delete(&api, &template.name_any()).await);
         }
     }
@@ -518,9 +533,7 @@ fn observe(
     };
     let wanted = namespaces.len() * validated.claims.len();
     let mut missing: Vec<String> = missing_namespaces.iter().map(|ns| format!("namespace {ns} not found")).collect();
-    missing.extend(
-        desired.templates.iter().map(key).filter(|k| !report.templates_in_place.contains(k)).take(10),
-    );
+    missing.extend(desired.templates.iter().map(key).filter(|k| !report.templates_in_place.contains(k)).take(10));
     let profiles = validated
         .templates_by_profile()
         .into_iter()
@@ -579,10 +592,16 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
         report.record_delete(kind_key(ds.as_ref()), apply::delete(&api, &ds.name_any()).await);
     }
     for b in stores.cluster_role_bindings.state().iter().filter(|b| mine(b.labels())) {
-        report.record_delete(kind_key(b.as_ref()), apply::delete(&Api::<ClusterRoleBinding>::all(client.clone()), &b.name_any()).await);
+        report.record_delete(
+            kind_key(b.as_ref()),
+            apply::delete(&Api::<ClusterRoleBinding>::all(client.clone()), &b.name_any()).await,
+        );
     }
     for r in stores.cluster_roles.state().iter().filter(|r| mine(r.labels())) {
-        report.record_delete(kind_key(r.as_ref()), apply::delete(&Api::<ClusterRole>::all(client.clone()), &r.name_any()).await);
+        report.record_delete(
+            kind_key(r.as_ref()),
+            apply::delete(&Api::<ClusterRole>::all(client.clone()), &r.name_any()).await,
+        );
     }
     for sa in stores.service_accounts.state().iter().filter(|s| mine(s.labels())) {
         let api = Api::<ServiceAccount>::namespaced(client.clone(), &sa.namespace().unwrap_or_default());
@@ -603,7 +622,10 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
         && !others_use_namespace
         && ns.labels().get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGER)
     {
-        report.record_delete(kind_key(ns.as_ref()), apply::delete(&Api::<Namespace>::all(client.clone()), &ns.name_any()).await);
+        report.record_delete(
+            kind_key(ns.as_ref()),
+            apply::delete(&Api::<Namespace>::all(client.clone()), &ns.name_any()).await,
+        );
     }
 
     publish_changes(ctx, &config.object_ref(&()), &report).await;

@@ -25,7 +25,8 @@ pub fn repo(path: &str) -> PathBuf {
 
 /// The admin kubeconfig of the local control plane.
 pub fn kubeconfig() -> PathBuf {
-    let path = std::env::var("KUBECONFIG").map(PathBuf::from).unwrap_or_else(|_| repo("target/controlplane/kubeconfig"));
+    let path =
+        std::env::var("KUBECONFIG").map(PathBuf::from).unwrap_or_else(|_| repo("target/controlplane/kubeconfig"));
     assert!(path.exists(), "no control plane: run `make controlplane-up` (or `make test`) first ({})", path.display());
     path
 }

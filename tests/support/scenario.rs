@@ -1,0 +1,162 @@
+//! One controller test: its own id, namespaces, driver namespace, config label and operator process.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use neuron_dra_operator::api::NeuronDRAConfig;
+use serde_json::{Value, json};
+
+use super::cluster::{self, Operator, OperatorOptions, TEST_LABEL, eventually};
+
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct Scenario {
+    pub id: String,
+    pub client: Client,
+    pub operator: Option<Operator>,
+}
+
+impl Scenario {
+    /// A fresh id and admin client; no operator yet.
+    pub async fn new(prefix: &str) -> Scenario {
+        let client = cluster::admin().await;
+        Scenario { id: cluster::unique(prefix), client, operator: None }
+    }
+
+    /// A fresh id with an operator running under the shipped RBAC.
+    pub async fn with_operator(prefix: &str) -> Scenario {
+        let mut scenario = Scenario::new(prefix).await;
+        scenario.operator = Some(scenario.start_operator(&[]));
+        scenario
+    }
+
+    pub fn start_operator(&self, extra: &[&str]) -> Operator {
+        Operator::start(OperatorOptions { test_id: &self.id, lease: &self.id, extra })
+    }
+
+    pub fn operator(&self) -> &Operator {
+        self.operator.as_ref().expect("operator started")
+    }
+
+    /// A namespace of this test: `<id>-<suffix>`, created with labels.
+    pub async fn namespace(&self, suffix: &str, labels: &[(&str, &str)]) -> String {
+        let name = format!("{}-{suffix}", self.id);
+        let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}});
+        Api::<Namespace>::all(self.client.clone())
+            .patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&ns))
+            .await
+            .unwrap();
+        name
+    }
+
+    pub async fn label_namespace(&self, name: &str, key: &str, value: Option<&str>) {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        Api::<Namespace>::all(self.client.clone())
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// The driver namespace this test's configs use.
+    pub fn driver_namespace(&self) -> String {
+        format!("{}-driver", self.id)
+    }
+
+    /// A config document: the test label, this test's driver namespace, and a node selector no other test's nodes
+    /// match, unless `spec` sets them.
+    pub fn config(&self, name: &str, spec: Value) -> Value {
+        let mut spec = spec;
+        let object = spec.as_object_mut().expect("spec is an object");
+        object.entry("nodeSelector").or_insert(json!({"matchLabels": {TEST_LABEL: self.id}}));
+        let driver = object.entry("driver").or_insert(json!({}));
+        driver.as_object_mut().unwrap().entry("namespace").or_insert(json!(self.driver_namespace()));
+        json!({
+            "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
+            "metadata": {"name": name, "labels": {TEST_LABEL: self.id}},
+            "spec": spec,
+        })
+    }
+
+    pub fn configs(&self) -> Api<NeuronDRAConfig> {
+        Api::all(self.client.clone())
+    }
+
+    pub fn templates(&self, namespace: &str) -> Api<ResourceClaimTemplate> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Server-side applies a config document as a user would (field manager `kubectl-test`).
+    pub async fn apply(&self, document: &Value) -> Result<NeuronDRAConfig, kube::Error> {
+        let name = document["metadata"]["name"].as_str().unwrap();
+        self.configs().patch(name, &PatchParams::apply("kubectl-test").force(), &Patch::Apply(document)).await
+    }
+
+    pub async fn delete_config(&self, name: &str) {
+        self.configs().delete(name, &DeleteParams::default()).await.unwrap();
+    }
+
+    /// Waits until a condition of the config has this status, and returns the config.
+    pub async fn wait_condition(&self, name: &str, type_: &str, status: &str) -> NeuronDRAConfig {
+        let api = self.configs();
+        eventually(TIMEOUT, &format!("{name}: {type_}={status}"), || {
+            let api = api.clone();
+            async move {
+                let config = api.get_opt(name).await.ok()??;
+                let current = config.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)?.status.clone();
+                let fresh = config.status.as_ref()?.observed_generation == config.metadata.generation;
+                (current == status && fresh).then_some(config)
+            }
+        })
+        .await
+    }
+
+    pub async fn wait_ready(&self, name: &str) -> NeuronDRAConfig {
+        self.wait_condition(name, "Ready", "True").await
+    }
+
+    /// Names of the templates in a namespace.
+    pub async fn template_names(&self, namespace: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .templates(namespace)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|t| t.name_any())
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub async fn wait_templates(&self, namespace: &str, expected: &[&str]) {
+        let mut expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+        expected.sort();
+        eventually(TIMEOUT, &format!("templates {expected:?} in {namespace}"), || async {
+            (self.template_names(namespace).await == expected).then_some(())
+        })
+        .await
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        // Leave nothing behind for the next test: delete this test's configs (the finalizer needs the operator).
+        let selector = format!("{TEST_LABEL}={}", self.id);
+        let _ = cluster::kubectl_with(
+            &cluster::kubeconfig(),
+            &["delete", "ndc", "-l", &selector, "--wait=true", "--timeout=30s"],
+            None,
+        );
+        if let Some(mut operator) = self.operator.take() {
+            operator.kill();
+        }
+    }
+}
