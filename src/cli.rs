@@ -19,6 +19,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the controller (kubeconfig from KUBECONFIG, or in-cluster).
     Run(crate::controller::RunArgs),
+    /// Publish a simulated Trainium fleet into a cluster (kubeconfig from KUBECONFIG).
+    #[command(subcommand)]
+    Simulate(crate::simulate::SimulateCommand),
     /// Print the NeuronDRAConfig CRD as YAML.
     Crd,
     /// Print every object the controller would apply for a config, as a multi-document YAML stream.

@@ -9,10 +9,19 @@ fn run(args: neuron_dra_operator::controller::RunArgs) -> anyhow::Result<()> {
     runtime.block_on(neuron_dra_operator::controller::run(args))
 }
 
+fn simulate(command: neuron_dra_operator::simulate::SimulateCommand) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let client = kube::Client::try_default().await?;
+        neuron_dra_operator::simulate::run(client, command).await
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Simulate(command) => simulate(command),
         Command::Crd => {
             print!("{}", crd_yaml());
             Ok(())

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
@@ -44,6 +45,12 @@ pub struct Stores {
     pub cluster_roles: Store<ClusterRole>,
     pub cluster_role_bindings: Store<ClusterRoleBinding>,
     pub device_classes: Store<DeviceClass>,
+    /// The Neuron driver's ResourceSlices, trimmed to what health reads.
+    pub slices: Store<ResourceSlice>,
+    /// Empty (and ready) where the cluster does not serve `resource.k8s.io/v1alpha3`.
+    pub taint_rules: Store<DeviceTaintRule>,
+    /// The kubelet-plugin pods of every config.
+    pub plugin_pods: Store<Pod>,
 }
 
 impl Stores {
@@ -59,6 +66,9 @@ impl Stores {
             self.cluster_roles.wait_until_ready(),
             self.cluster_role_bindings.wait_until_ready(),
             self.device_classes.wait_until_ready(),
+            self.slices.wait_until_ready(),
+            self.taint_rules.wait_until_ready(),
+            self.plugin_pods.wait_until_ready(),
         );
     }
 }
@@ -73,6 +83,8 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Configs reported as unparseable, with the error: reported once, not on every event.
     unparseable: Mutex<HashMap<String, String>>,
+    /// Unhealthy devices per config at the last reconcile, so events mark changes, not every reconcile.
+    unhealthy_seen: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
 }
 
 /// Errors of one reconcile; `category` is the metric label and the Warning event reason.
@@ -223,16 +235,31 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
+    // Managed fields are the bulk of most objects and never read here.
+    cached_trimmed(api, config, |o: &mut K| o.meta_mut().managed_fields = None)
+}
+
+/// Like `cached`, with `trim` dropping what the operator never reads before an object enters the cache.
+fn cached_trimmed<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    trim: impl FnMut(&mut K) + Send + 'static,
+) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, config).default_backoff().modify(|o: &mut K| {
-            // Managed fields are the bulk of most objects and never read here.
-            o.meta_mut().managed_fields = None;
-        }),
-    )
-    .touched_objects();
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff().modify(trim)).touched_objects();
     (store, stream)
+}
+
+/// Whether the cluster serves DeviceTaintRules (`resource.k8s.io/v1alpha3`, feature gate DRADeviceTaints).
+async fn serves_taint_rules(client: &Client) -> bool {
+    client
+        .list_api_group_resources("resource.k8s.io/v1alpha3")
+        .await
+        .is_ok_and(|list| list.resources.iter().any(|r| r.name == "devicetaintrules"))
 }
 
 /// The config an owned object belongs to, from its label.
@@ -263,7 +290,23 @@ pub async fn run_controller(
     );
     let configs = controller.store();
 
-    let (nodes, nodes_stream) = cached(Api::<Node>::all(client.clone()), watcher::Config::default());
+    let (nodes, nodes_stream) =
+        cached_trimmed(Api::<Node>::all(client.clone()), watcher::Config::default(), crate::health::trim_node);
+    let (slices, slices_stream) = cached_trimmed(
+        Api::<ResourceSlice>::all(client.clone()),
+        watcher::Config::default().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
+        crate::health::trim_slice,
+    );
+    let (plugin_pods, pods_stream) = cached(Api::<Pod>::all(client.clone()), managed.clone());
+    let (taint_rules, rules_stream) = if serves_taint_rules(&client).await {
+        let (store, stream) = cached(Api::<DeviceTaintRule>::all(client.clone()), watcher::Config::default());
+        (store, Some(stream))
+    } else {
+        tracing::info!("resource.k8s.io/v1alpha3 DeviceTaintRules are not served: only slice taints count");
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        (store, None)
+    };
     let (namespaces, namespaces_stream) = cached(Api::<Namespace>::all(client.clone()), watcher::Config::default());
     let (daemon_sets, ds_stream) = cached(Api::<DaemonSet>::all(client.clone()), managed.clone());
     let (templates, templates_stream) = cached(Api::<ResourceClaimTemplate>::all(client.clone()), managed.clone());
@@ -282,6 +325,9 @@ pub async fn run_controller(
         cluster_roles,
         cluster_role_bindings,
         device_classes,
+        slices,
+        taint_rules,
+        plugin_pods,
     };
     let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
     let context = Arc::new(Context {
@@ -291,6 +337,7 @@ pub async fn run_controller(
         metrics,
         failures: Mutex::default(),
         unparseable: Mutex::default(),
+        unhealthy_seen: Mutex::default(),
     });
 
     let controller = controller
@@ -311,7 +358,19 @@ pub async fn run_controller(
             let c = configs.clone();
             move |_| all_configs(&c)
         })
-        .graceful_shutdown_on(stop);
+        .watches_stream(slices_stream, {
+            let c = configs.clone();
+            move |_| all_configs(&c)
+        })
+        .watches_stream(pods_stream, |o| owner_config(&o));
+    let controller = match rules_stream {
+        Some(stream) => controller.watches_stream(stream, {
+            let c = configs.clone();
+            move |_| all_configs(&c)
+        }),
+        None => controller,
+    }
+    .graceful_shutdown_on(stop);
 
     let ready_stores = stores.clone();
     tokio::spawn(async move {

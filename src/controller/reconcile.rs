@@ -1,13 +1,13 @@
 //! One reconcile of one config: observe (caches) → validate → build → apply → status.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate, ResourceSlice};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
@@ -22,6 +22,7 @@ use crate::api::{DriverStatus, NeuronDRAConfig, NeuronDRAConfigStatus, ProfileSt
 use crate::apply::{self, ApplyError, Outcome, shared_manager};
 use crate::build::{self, ANNOTATION_SPEC_HASH, Desired, LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::conflict::{self, Claimant, Conflicts};
+use crate::health;
 use crate::status::{self, Observation, Rollout, Validity};
 use crate::telemetry::{ConfigLabels, seconds};
 use crate::validate::{ValidatedConfig, validate};
@@ -275,7 +276,7 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     {
         publish(ctx, &reference, EventType::Warning, "Conflict", "Apply", message.clone()).await;
     }
-    let observation = observe(
+    let mut observation = observe(
         config,
         &validated,
         &desired,
@@ -286,6 +287,14 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         &report,
         ctx,
     );
+    let assessment = assess_health(&validated, daemon_set_wanted, ctx);
+    health_events(ctx, &reference, previous, &assessment.unhealthy).await;
+    let labels = ConfigLabels { config: name.clone() };
+    let summary = &assessment.health.summary;
+    ctx.metrics.nodes.get_or_create(&labels).set(summary.nodes);
+    ctx.metrics.devices.get_or_create(&labels).set(summary.total);
+    ctx.metrics.unhealthy_devices.get_or_create(&labels).set(summary.unhealthy);
+    observation.health = Some(assessment.health);
     ctx.metrics
         .managed_objects
         .get_or_create(&ConfigLabels { config: name.clone() })
@@ -558,6 +567,68 @@ fn observe(
         profiles,
         templates_missing: missing,
         health: None,
+    }
+}
+
+/// Device and node health over the nodes this config selects, from the caches.
+fn assess_health(validated: &ValidatedConfig, daemon_set_wanted: bool, ctx: &Context) -> health::Assessment {
+    let stores = &ctx.stores;
+    let nodes = stores.nodes.state();
+    let mut slices: HashMap<String, Vec<Arc<ResourceSlice>>> = HashMap::new();
+    for slice in stores.slices.state() {
+        if let Some(node) = slice.spec.node_name.clone() {
+            slices.entry(node).or_default().push(slice);
+        }
+    }
+    let plugin_pods: HashMap<String, Arc<Pod>> = stores
+        .plugin_pods
+        .state()
+        .into_iter()
+        .filter(|pod| pod.labels().get(LABEL_CONFIG) == Some(&validated.name))
+        .filter_map(|pod| Some((health::pod_node(&pod)?, pod)))
+        .collect();
+    let taint_rules = stores.taint_rules.state();
+    health::assess(&health::Inputs {
+        spec: &validated.spec,
+        nodes: &nodes,
+        slices: &slices,
+        plugin_pods: &plugin_pods,
+        taint_rules: &taint_rules,
+        plugin_expected: daemon_set_wanted,
+    })
+}
+
+/// An event when devices turn unhealthy or recover; nothing when the set is unchanged.
+async fn health_events(
+    ctx: &Context,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    previous: Option<&NeuronDRAConfigStatus>,
+    unhealthy: &BTreeSet<(String, String)>,
+) {
+    let name = reference.name.clone().unwrap_or_default();
+    let before = {
+        let mut seen = ctx.unhealthy_seen.lock().expect("not poisoned");
+        let before = seen.get(&name).cloned().unwrap_or_else(|| {
+            // After a restart: what the status already reports is not news.
+            previous.iter().flat_map(|s| &s.unhealthy_devices).map(|d| (d.node.clone(), d.device.clone())).collect()
+        });
+        seen.insert(name, unhealthy.clone());
+        before
+    };
+    let list = |items: Vec<&(String, String)>| {
+        let shown: Vec<String> = items.iter().take(10).map(|(node, device)| format!("{node}/{device}")).collect();
+        let more = items.len().saturating_sub(10);
+        if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") }
+    };
+    let turned: Vec<_> = unhealthy.difference(&before).collect();
+    if !turned.is_empty() {
+        let note = format!("devices turned unhealthy: {}", list(turned));
+        publish(ctx, reference, EventType::Warning, "DeviceUnhealthy", "Health", note).await;
+    }
+    let recovered: Vec<_> = before.difference(unhealthy).collect();
+    if !recovered.is_empty() {
+        let note = format!("devices recovered: {}", list(recovered));
+        publish(ctx, reference, EventType::Normal, "DeviceRecovered", "Health", note).await;
     }
 }
 

@@ -1,0 +1,488 @@
+//! health (pure): device and node health over the nodes a config selects, from what the cluster shows: the
+//! driver's ResourceSlices (device taints, missing devices), DeviceTaintRules, the plugin pods and the Nodes.
+//! Lists are bounded and sorted so the status stays small and stable at thousands of nodes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
+use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
+use kube::ResourceExt;
+
+use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, UnhealthyDevice};
+use crate::build::NEURON_DRIVER;
+use crate::catalog;
+use crate::conflict::selects_node;
+use crate::status::Health;
+
+/// Entries kept in `unhealthyDevices` and in `nodeIssues` each.
+pub const MAX_LISTED: usize = 50;
+pub const MISSING: &str = "Missing";
+
+pub const NO_RESOURCE_SLICE: &str = "NoResourceSlice";
+pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
+pub const LEGACY_DEVICE_PLUGIN: &str = "LegacyDevicePlugin";
+pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
+pub const NEURON_HEALTH: &str = "NeuronHealth";
+pub const DRIVER_VERSION_MISMATCH: &str = "DriverVersionMismatch";
+
+/// Attributes health reads; the rest of a slice is dropped before caching (memory at thousands of nodes).
+pub const KEPT_ATTRIBUTES: [&str; 3] = ["deviceId", "resourceType", "draDriverVersion"];
+
+/// What the cluster shows, indexed for one assessment.
+pub struct Inputs<'a> {
+    pub spec: &'a NeuronDRAConfigSpec,
+    pub nodes: &'a [Arc<Node>],
+    /// The driver's slices, by node name.
+    pub slices: &'a HashMap<String, Vec<Arc<ResourceSlice>>>,
+    /// This config's plugin pods, by node name.
+    pub plugin_pods: &'a HashMap<String, Arc<Pod>>,
+    pub taint_rules: &'a [Arc<DeviceTaintRule>],
+    /// Whether this config's DaemonSet is applied (else plugin pods are not expected).
+    pub plugin_expected: bool,
+}
+
+/// Every unhealthy device, unbounded (events compare these sets); the status gets the bounded lists.
+pub struct Assessment {
+    pub health: Health,
+    pub unhealthy: BTreeSet<(String, String)>,
+}
+
+pub fn assess(inputs: &Inputs) -> Assessment {
+    let expected_version = image_version(&inputs.spec.driver.image);
+    let mut summary = DeviceSummary::default();
+    let mut devices: Vec<(Option<i64>, UnhealthyDevice)> = Vec::new();
+    let mut issues: Vec<NodeIssue> = Vec::new();
+
+    for node in inputs.nodes.iter().filter(|n| selects_node(inputs.spec, n.labels())) {
+        let name = node.name_any();
+        summary.nodes += 1;
+        let expected = node
+            .labels()
+            .get("node.kubernetes.io/instance-type")
+            .and_then(|t| catalog::lookup(t))
+            .and_then(|t| t.devices)
+            .unwrap_or(0) as i64;
+        node_issues(node, inputs, &mut issues);
+
+        let slices = inputs.slices.get(&name).map(Vec::as_slice).unwrap_or_default();
+        if slices.is_empty() {
+            summary.total += expected;
+            summary.unhealthy += expected;
+            issues.push(issue(
+                &name,
+                NO_RESOURCE_SLICE,
+                format!(
+                    "no ResourceSlice from {NEURON_DRIVER}: the kubelet plugin is not publishing its {expected} devices"
+                ),
+            ));
+            continue;
+        }
+        let published: Vec<(&ResourceSlice, &Device)> = slices
+            .iter()
+            .flat_map(|s| s.spec.devices.iter().flatten().map(move |d| (s.as_ref(), d)))
+            .filter(|(_, d)| string_attribute(d, "resourceType").is_none_or(|t| t == "neuron_device"))
+            .collect();
+        summary.total += expected.max(published.len() as i64);
+
+        let mut versions = BTreeSet::new();
+        for (slice, device) in &published {
+            if let Some(version) =
+                device.attributes.as_ref().and_then(|a| a.get("draDriverVersion")).and_then(|a| a.version.clone())
+            {
+                versions.insert(version);
+            }
+            if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
+                summary.unhealthy += 1;
+                devices.push((
+                    added,
+                    UnhealthyDevice { node: name.clone(), device: device.name.clone(), reason, effect: Some(effect) },
+                ));
+            }
+        }
+        let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| int_attribute(d, "deviceId")).collect();
+        let missing = expected - published.len() as i64;
+        if missing > 0 {
+            summary.unhealthy += missing;
+            let absent = (0..expected).filter(|id| !present.contains(id)).take(missing as usize);
+            for id in absent {
+                devices.push((
+                    None,
+                    UnhealthyDevice {
+                        node: name.clone(),
+                        device: format!("deviceId={id}"),
+                        reason: MISSING.into(),
+                        effect: None,
+                    },
+                ));
+            }
+        }
+        if let Some(expected_version) = &expected_version
+            && versions.iter().any(|v| v != expected_version)
+        {
+            let seen: Vec<&str> = versions.iter().map(String::as_str).collect();
+            issues.push(issue(
+                &name,
+                DRIVER_VERSION_MISMATCH,
+                format!(
+                    "slices published by DRA driver {} but the configured image is {expected_version}",
+                    seen.join(", ")
+                ),
+            ));
+        }
+    }
+    summary.healthy = summary.total - summary.unhealthy;
+
+    let unhealthy = devices.iter().map(|(_, d)| (d.node.clone(), d.device.clone())).collect();
+    // Most recent taint first, then by node and device; missing devices (no time) last.
+    devices.sort_by(|(ta, a), (tb, b)| tb.cmp(ta).then_with(|| (&a.node, &a.device).cmp(&(&b.node, &b.device))));
+    issues.sort_by(|a, b| (&a.node, &a.reason).cmp(&(&b.node, &b.reason)));
+    Assessment {
+        health: Health {
+            summary,
+            unhealthy_devices: devices.into_iter().take(MAX_LISTED).map(|(_, d)| d).collect(),
+            node_issues: issues.into_iter().take(MAX_LISTED).collect(),
+        },
+        unhealthy,
+    }
+}
+
+fn issue(node: &str, reason: &str, message: String) -> NodeIssue {
+    NodeIssue { node: node.to_string(), reason: reason.to_string(), message }
+}
+
+fn node_issues(node: &Node, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
+    let name = node.name_any();
+    let status = node.status.as_ref();
+    if inputs.plugin_expected {
+        match inputs.plugin_pods.get(&name) {
+            None => issues.push(issue(&name, PLUGIN_NOT_READY, "no kubelet-plugin pod on this node".into())),
+            Some(pod) if !pod_ready(pod) => issues.push(issue(
+                &name,
+                PLUGIN_NOT_READY,
+                format!("kubelet-plugin pod {} is not ready", pod.name_any()),
+            )),
+            Some(_) => {}
+        }
+    }
+    let legacy = ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
+    if let Some(resource) =
+        status.and_then(|s| s.allocatable.as_ref()).and_then(|a| legacy.iter().find(|r| a.contains_key(**r)))
+    {
+        issues.push(issue(&name, LEGACY_DEVICE_PLUGIN, format!("the legacy Neuron device plugin advertises {resource} here: devices may be allocated twice; remove it from DRA nodes")));
+    }
+    if let Some(version) = status.and_then(|s| s.node_info.as_ref()).map(|i| i.kubelet_version.as_str())
+        && kubelet_has_dra_regression(version)
+    {
+        issues.push(issue(
+            &name,
+            KUBELET_DRA_REGRESSION,
+            format!(
+                "kubelet {version} has a DRA regression (kubernetes/kubernetes#133920); upgrade to 1.34.2 or newer"
+            ),
+        ));
+    }
+    for condition in status.and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+        if condition.type_ == NEURON_HEALTH && condition.status == "True" {
+            let reason = condition.reason.clone().unwrap_or_default();
+            let message = condition.message.clone().unwrap_or_default();
+            issues.push(issue(&name, NEURON_HEALTH, format!("{reason}: {message}")));
+        }
+    }
+}
+
+/// The node a plugin pod runs on, or (unbound) the one its DaemonSet affinity pins it to.
+pub fn pod_node(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    if let Some(node) = &spec.node_name {
+        return Some(node.clone());
+    }
+    let affinity = spec.affinity.as_ref()?.node_affinity.as_ref()?;
+    let terms = &affinity.required_during_scheduling_ignored_during_execution.as_ref()?.node_selector_terms;
+    let field = terms.iter().flat_map(|t| t.match_fields.iter().flatten()).find(|f| f.key == "metadata.name")?;
+    field.values.as_ref()?.first().cloned()
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// kubelets 1.34.0 and 1.34.1 (any build suffix) have the DRA regression.
+pub fn kubelet_has_dra_regression(version: &str) -> bool {
+    let v = version.trim_start_matches('v');
+    ["1.34.0", "1.34.1"]
+        .iter()
+        .any(|bad| v.strip_prefix(bad).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit())))
+}
+
+/// The semver tag of the configured image, if it has one (`…/neuron-dra-driver:1.1.0` → `1.1.0`).
+pub fn image_version(image: &str) -> Option<String> {
+    let last = image.rsplit('/').next()?;
+    let tag = last.split('@').next()?.split_once(':')?.1.trim_start_matches('v');
+    (tag.split('.').count() == 3 && tag.split('.').all(|p| p.parse::<u64>().is_ok())).then(|| tag.to_string())
+}
+
+fn string_attribute<'a>(device: &'a Device, key: &str) -> Option<&'a str> {
+    device.attributes.as_ref()?.get(key)?.string.as_deref()
+}
+
+fn int_attribute(device: &Device, key: &str) -> Option<i64> {
+    device.attributes.as_ref()?.get(key)?.int
+}
+
+/// The first NoSchedule/NoExecute taint on a device, from its slice or a matching DeviceTaintRule:
+/// (reason = taint key, effect, time added as seconds).
+fn taint_of(
+    slice: &ResourceSlice,
+    device: &Device,
+    rules: &[Arc<DeviceTaintRule>],
+) -> Option<(String, String, Option<i64>)> {
+    let effective = |effect: &str| matches!(effect, "NoSchedule" | "NoExecute");
+    if let Some(t) = device.taints.iter().flatten().find(|t| effective(&t.effect)) {
+        return Some((t.key.clone(), t.effect.clone(), t.time_added.as_ref().map(|t| t.0.as_second())));
+    }
+    rules.iter().find(|rule| effective(&rule.spec.taint.effect) && rule_matches(rule, slice, device)).map(|rule| {
+        let added =
+            rule.spec.taint.time_added.as_ref().or(rule.metadata.creation_timestamp.as_ref()).map(|t| t.0.as_second());
+        (rule.spec.taint.key.clone(), rule.spec.taint.effect.clone(), added)
+    })
+}
+
+/// Driver, pool and device name must match where set. Rules with CEL selectors are not evaluated here (they would
+/// need a CEL runtime) and count only when they also name the device.
+fn rule_matches(rule: &DeviceTaintRule, slice: &ResourceSlice, device: &Device) -> bool {
+    let Some(selector) = rule.spec.device_selector.as_ref() else { return true };
+    let same = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    let has_cel = selector.selectors.as_ref().is_some_and(|s| !s.is_empty());
+    same(&selector.driver, &slice.spec.driver)
+        && same(&selector.pool, &slice.spec.pool.name)
+        && same(&selector.device, &device.name)
+        && (!has_cel || selector.device.is_some())
+}
+
+/// Keeps only what `assess` reads of a slice.
+pub fn trim_slice(slice: &mut ResourceSlice) {
+    slice.metadata.managed_fields = None;
+    slice.metadata.annotations = None;
+    for device in slice.spec.devices.iter_mut().flatten() {
+        if let Some(attributes) = device.attributes.as_mut() {
+            attributes.retain(|key, _| KEPT_ATTRIBUTES.contains(&key.as_str()));
+        }
+    }
+}
+
+/// Keeps only what the operator reads of a node: labels, allocatable, conditions and node info.
+pub fn trim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    node.spec = None;
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+        status.capacity = None;
+        status.addresses = None;
+        status.volumes_attached = None;
+        status.volumes_in_use = None;
+        status.daemon_endpoints = None;
+        status.features = None;
+        status.runtime_handlers = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::fleet::{self, FleetSpec};
+    use k8s_openapi::api::resource::v1::DeviceTaint;
+    use serde_json::json;
+
+    fn fleet(prefix: &str, instance_type: &str) -> FleetSpec {
+        FleetSpec {
+            prefix: prefix.into(),
+            count: 2,
+            instance_type: instance_type.into(),
+            dra_driver_version: "1.1.0".into(),
+            neuron_driver_version: "2.25.4.0".into(),
+            kubelet_version: "v1.34.2".into(),
+        }
+    }
+
+    struct World {
+        spec: NeuronDRAConfigSpec,
+        nodes: Vec<Arc<Node>>,
+        slices: HashMap<String, Vec<Arc<ResourceSlice>>>,
+        pods: HashMap<String, Arc<Pod>>,
+        rules: Vec<Arc<DeviceTaintRule>>,
+    }
+
+    impl World {
+        fn new(fleets: &[FleetSpec]) -> World {
+            let mut world = World {
+                spec: serde_json::from_value(json!({})).unwrap(),
+                nodes: vec![],
+                slices: HashMap::new(),
+                pods: HashMap::new(),
+                rules: vec![],
+            };
+            for f in fleets {
+                for i in 0..f.count {
+                    let mut node = fleet::node(f, i);
+                    node.status = Some(serde_json::from_value(fleet::node_status(f)).unwrap());
+                    world.nodes.push(Arc::new(node));
+                    let mut slice = fleet::resource_slice(f, i, None);
+                    trim_slice(&mut slice);
+                    world.slices.insert(f.node_name(i), vec![Arc::new(slice)]);
+                    let pod: Pod =
+                        serde_json::from_value(json!({"metadata": {"name": format!("p-{}", f.node_name(i))},
+                        "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+                        .unwrap();
+                    world.pods.insert(f.node_name(i), Arc::new(pod));
+                }
+            }
+            world
+        }
+
+        fn assess(&self) -> Assessment {
+            assess(&Inputs {
+                spec: &self.spec,
+                nodes: &self.nodes,
+                slices: &self.slices,
+                plugin_pods: &self.pods,
+                taint_rules: &self.rules,
+                plugin_expected: true,
+            })
+        }
+
+        fn slice_mut(&mut self, node: &str) -> &mut ResourceSlice {
+            Arc::make_mut(&mut self.slices.get_mut(node).unwrap()[0])
+        }
+
+        fn node_mut(&mut self, node: &str) -> &mut Node {
+            Arc::make_mut(self.nodes.iter_mut().find(|n| n.name_any() == node).unwrap())
+        }
+    }
+
+    #[test]
+    fn a_healthy_mixed_fleet_reports_totals_by_instance_type() {
+        let world =
+            World::new(&[fleet("a", "trn2.48xlarge"), fleet("b", "trn1.2xlarge"), fleet("u", "trn2u.48xlarge")]);
+        let health = world.assess().health;
+        // trn2u's neuron_node entries are not devices.
+        assert_eq!(health.summary, DeviceSummary { nodes: 6, total: 16 * 2 + 2 + 16 * 2, healthy: 66, unhealthy: 0 });
+        assert!(health.unhealthy_devices.is_empty() && health.node_issues.is_empty(), "{:?}", health.node_issues);
+    }
+
+    #[test]
+    fn a_tainted_device_is_unhealthy_with_its_key_and_effect() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+        let device = &mut world.slice_mut("a-1").spec.devices.as_mut().unwrap()[3];
+        device.taints =
+            Some(vec![DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }]);
+        let health = world.assess().health;
+        assert_eq!(health.summary.unhealthy, 1);
+        assert_eq!(
+            health.unhealthy_devices,
+            vec![UnhealthyDevice {
+                node: "a-1".into(),
+                device: "neuron-device-3".into(),
+                reason: "k".into(),
+                effect: Some("NoExecute".into())
+            }]
+        );
+    }
+
+    #[test]
+    fn taint_rules_count_like_slice_taints() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+        let rule: DeviceTaintRule = serde_json::from_value(json!({"metadata": {"name": "r"}, "spec": {
+            "deviceSelector": {"driver": "neuron.aws.com", "pool": "a-0", "device": "neuron-device-7"},
+            "taint": {"key": "maintenance", "effect": "NoSchedule"}}}))
+        .unwrap();
+        world.rules.push(Arc::new(rule));
+        let health = world.assess().health;
+        assert_eq!(health.summary.unhealthy, 1);
+        assert_eq!(health.unhealthy_devices[0].device, "neuron-device-7");
+        assert_eq!(health.unhealthy_devices[0].reason, "maintenance");
+    }
+
+    #[test]
+    fn a_dropped_device_is_missing_by_id() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+        world.slice_mut("a-0").spec.devices.as_mut().unwrap().remove(5);
+        let health = world.assess().health;
+        assert_eq!(health.summary.total, 32);
+        assert_eq!(health.summary.unhealthy, 1);
+        assert_eq!(health.unhealthy_devices[0].device, "deviceId=5");
+        assert_eq!(health.unhealthy_devices[0].reason, MISSING);
+    }
+
+    #[test]
+    fn node_problems_are_reported_with_their_reasons() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+        world.slices.remove("a-0");
+        world.pods.remove("a-1");
+        let node = world.node_mut("a-1");
+        let status = node.status.as_mut().unwrap();
+        status.allocatable.as_mut().unwrap().insert(
+            "aws.amazon.com/neuron".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("16".into()),
+        );
+        status.node_info.as_mut().unwrap().kubelet_version = "v1.34.1-eks-abc".into();
+        status.conditions.as_mut().unwrap().push(serde_json::from_value(json!({"type": "NeuronHealth", "status": "True", "reason": "NeuronHasError_DMA_ERROR", "message": "dma"})).unwrap());
+        world.spec.driver.image = "public.ecr.aws/neuron/neuron-dra-driver:1.2.0".into();
+        let health = world.assess().health;
+        let reasons: Vec<(String, String)> =
+            health.node_issues.iter().map(|i| (i.node.clone(), i.reason.clone())).collect();
+        assert_eq!(
+            reasons,
+            [
+                ("a-0".into(), NO_RESOURCE_SLICE.into()),
+                ("a-1".into(), DRIVER_VERSION_MISMATCH.into()),
+                ("a-1".into(), KUBELET_DRA_REGRESSION.into()),
+                ("a-1".into(), LEGACY_DEVICE_PLUGIN.into()),
+                ("a-1".into(), NEURON_HEALTH.into()),
+                ("a-1".into(), PLUGIN_NOT_READY.into()),
+            ]
+        );
+        assert!(health.node_issues[4].message.contains("NeuronHasError_DMA_ERROR"));
+        assert_eq!(health.summary.unhealthy, 16, "a node without a slice has its devices counted unhealthy");
+    }
+
+    #[test]
+    fn lists_are_bounded_and_stable() {
+        let mut big = fleet("a", "trn2.48xlarge");
+        big.count = 100;
+        let mut world = World::new(&[big]);
+        for i in 0..100 {
+            world.slices.remove(&format!("a-{i}"));
+        }
+        let first = world.assess().health;
+        assert_eq!(first.node_issues.len(), MAX_LISTED);
+        assert_eq!(first.summary.unhealthy, 1600);
+        assert_eq!(first, world.assess().health);
+    }
+
+    #[test]
+    fn only_selected_nodes_count() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge"), fleet("b", "trn1.2xlarge")]);
+        world.spec = serde_json::from_value(
+            json!({"nodeSelector": {"matchLabels": {"node.kubernetes.io/instance-type": "trn1.2xlarge"}}}),
+        )
+        .unwrap();
+        assert_eq!(world.assess().health.summary.nodes, 2);
+    }
+
+    #[test]
+    fn versions_and_regressions_parse() {
+        assert_eq!(image_version("public.ecr.aws/neuron/neuron-dra-driver:1.1.0").as_deref(), Some("1.1.0"));
+        assert_eq!(image_version("registry:5000/neuron-dra-driver").as_deref(), None);
+        assert_eq!(image_version("x/neuron-dra-driver:latest"), None);
+        assert!(kubelet_has_dra_regression("v1.34.0"));
+        assert!(kubelet_has_dra_regression("v1.34.1-eks-1234"));
+        assert!(!kubelet_has_dra_regression("v1.34.10"));
+        assert!(!kubelet_has_dra_regression("v1.34.2"));
+    }
+}

@@ -1,0 +1,239 @@
+//! Device health in status, with the simulated fleet on the real control plane.
+
+mod support {
+    pub mod cluster;
+    pub mod scenario;
+}
+
+use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
+use kube::api::{Api, DeleteParams, PostParams};
+use neuron_dra_operator::api::{NeuronDRAConfigStatus, Phase};
+use neuron_dra_operator::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL};
+use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect};
+use serde_json::json;
+use support::cluster::{eventually, kubectl};
+use support::scenario::{Scenario, TIMEOUT};
+
+/// Simulated fleets of this test, all labelled `neurondra.io/simulated=<prefix>`; the config selects them.
+struct Fleet {
+    scenario: Scenario,
+    prefix: String,
+    kubelet: tokio::task::JoinHandle<()>,
+}
+
+impl Fleet {
+    async fn start(name: &str, fleets: &[(&str, usize)]) -> Fleet {
+        let scenario = Scenario::with_operator(name).await;
+        let prefix = scenario.id.clone();
+        for (instance_type, count) in fleets {
+            let spec = FleetSpec {
+                prefix: prefix.clone(),
+                count: *count,
+                instance_type: instance_type.to_string(),
+                dra_driver_version: fleet::DEFAULT_DRA_DRIVER_VERSION.into(),
+                neuron_driver_version: fleet::DEFAULT_NEURON_DRIVER_VERSION.into(),
+                kubelet_version: fleet::DEFAULT_KUBELET_VERSION.into(),
+            };
+            // One prefix per test; node names carry the type so fleets do not collide.
+            let spec = FleetSpec { prefix: format!("{prefix}-{}", instance_type.replace('.', "-")), ..spec };
+            simulate::create_fleet(&scenario.client, &spec).await.unwrap();
+        }
+        let client = scenario.client.clone();
+        let kubelet = tokio::spawn(async move {
+            let _ = simulate::kubelet(client).await;
+        });
+        Fleet { scenario, prefix, kubelet }
+    }
+
+    fn node(&self, instance_type: &str, index: usize) -> String {
+        format!("{}-{}-{index}", self.prefix, instance_type.replace('.', "-"))
+    }
+
+    /// A config whose nodes are this test's simulated nodes (every fleet prefix starts with the test id).
+    async fn apply_config(&self, driver_image: Option<&str>) -> String {
+        let s = &self.scenario;
+        let mut spec = json!({
+            "nodeSelector": {"matchExpressions": [{"key": SIMULATED_LABEL, "operator": "In", "values": self.prefixes()}]},
+            "profiles": [{"name": "train", "training": {"devices": 4}}],
+        });
+        if let Some(image) = driver_image {
+            spec["driver"] = json!({"image": image});
+        }
+        s.apply(&s.config(&s.id, spec)).await.unwrap();
+        s.id.clone()
+    }
+
+    fn prefixes(&self) -> Vec<String> {
+        ["trn2.48xlarge", "trn1.32xlarge", "trn1.2xlarge", "trn2u.48xlarge"]
+            .iter()
+            .map(|t| format!("{}-{}", self.prefix, t.replace('.', "-")))
+            .collect()
+    }
+
+    /// Waits until the status satisfies `check` (status of the current generation).
+    async fn wait_status(&self, what: &str, check: impl Fn(&NeuronDRAConfigStatus) -> bool) -> NeuronDRAConfigStatus {
+        let s = &self.scenario;
+        eventually(TIMEOUT, what, || async {
+            let config = s.configs().get(&s.id).await.ok()?;
+            let status = config.status?;
+            (status.observed_generation == config.metadata.generation && check(&status)).then_some(status)
+        })
+        .await
+    }
+
+    async fn fault(&self, kind: FaultKind, node: &str, effect: TaintEffect) {
+        simulate::fault(&self.scenario.client, kind, node, None, effect).await.unwrap();
+    }
+
+    async fn clear(&self) {
+        for prefix in self.prefixes() {
+            simulate::clear(&self.scenario.client, Some(&prefix)).await.unwrap();
+        }
+    }
+}
+
+fn has_issue(status: &NeuronDRAConfigStatus, node: &str, reason: &str) -> bool {
+    status.node_issues.iter().any(|i| i.node == node && i.reason == reason)
+}
+
+fn condition<'a>(status: &'a NeuronDRAConfigStatus, type_: &str) -> &'a str {
+    status.conditions.iter().find(|c| c.type_ == type_).map(|c| c.status.as_str()).unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_fleet_reports_the_right_totals_and_becomes_ready() {
+    let f = Fleet::start(
+        "mixed",
+        &[("trn2.48xlarge", 2), ("trn1.32xlarge", 2), ("trn1.2xlarge", 1), ("trn2u.48xlarge", 4)],
+    )
+    .await;
+    f.apply_config(None).await;
+    let status = f
+        .wait_status("all devices counted and healthy", |s| {
+            s.devices
+                .as_ref()
+                .is_some_and(|d| d.nodes == 9 && d.total == 2 * 16 + 2 * 16 + 1 + 4 * 16 && d.unhealthy == 0)
+        })
+        .await;
+    assert_eq!(status.devices.as_ref().unwrap().healthy, 129);
+    let status = f.wait_status("plugin rolled out on 9 nodes", |s| s.phase == Some(Phase::Ready)).await;
+    assert_eq!(condition(&status, "DevicesHealthy"), "True");
+    let driver = status.driver.unwrap();
+    assert_eq!((driver.desired_nodes, driver.ready_nodes), (9, 9));
+    let table = kubectl(&["get", "ndc", &f.scenario.id, "--no-headers"]);
+    let columns: Vec<&str> = table.split_whitespace().collect();
+    assert_eq!(&columns[1..6], ["Ready", "9", "129", "129", "0"], "{table}");
+    f.clear().await;
+    f.kubelet.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_fault_shows_up_with_its_reason_and_clears() {
+    let f = Fleet::start("faults", &[("trn2.48xlarge", 3), ("trn1.2xlarge", 1)]).await;
+    f.apply_config(None).await;
+    f.wait_status("healthy", |s| {
+        s.devices.as_ref().is_some_and(|d| d.nodes == 4 && d.unhealthy == 0) && s.node_issues.is_empty()
+    })
+    .await;
+    let n0 = f.node("trn2.48xlarge", 0);
+    let n1 = f.node("trn2.48xlarge", 1);
+    let n2 = f.node("trn2.48xlarge", 2);
+    let small = f.node("trn1.2xlarge", 0);
+
+    f.fault(FaultKind::Taint, &n0, TaintEffect::NoExecute).await;
+    let status = f
+        .wait_status("tainted device", |s| {
+            s.unhealthy_devices.iter().any(|d| d.node == n0 && d.device == "neuron-device-0")
+        })
+        .await;
+    let entry = status.unhealthy_devices.iter().find(|d| d.node == n0).unwrap();
+    assert_eq!((entry.reason.as_str(), entry.effect.as_deref()), (simulate::FAULT_TAINT_KEY, Some("NoExecute")));
+    assert_eq!(status.devices.as_ref().unwrap().unhealthy, 1);
+    assert_eq!(condition(&status, "DevicesHealthy"), "False");
+    assert_eq!(status.phase, Some(Phase::Degraded));
+    eventually(TIMEOUT, "DeviceUnhealthy event", || async {
+        let events =
+            kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.name={}", f.scenario.id)]);
+        events.contains("DeviceUnhealthy").then_some(())
+    })
+    .await;
+
+    f.fault(FaultKind::DropDevice, &n1, TaintEffect::NoSchedule).await;
+    f.wait_status("missing device", |s| {
+        s.unhealthy_devices.iter().any(|d| d.node == n1 && d.reason == "Missing" && d.device == "deviceId=0")
+    })
+    .await;
+    f.fault(FaultKind::NoSlice, &n2, TaintEffect::NoSchedule).await;
+    f.wait_status("no slice", |s| has_issue(s, &n2, "NoResourceSlice")).await;
+    f.fault(FaultKind::LegacyPlugin, &small, TaintEffect::NoSchedule).await;
+    f.wait_status("legacy plugin", |s| has_issue(s, &small, "LegacyDevicePlugin")).await;
+    f.fault(FaultKind::NeuronHealth, &n1, TaintEffect::NoSchedule).await;
+    f.wait_status("NeuronHealth", |s| has_issue(s, &n1, "NeuronHealth")).await;
+    f.fault(FaultKind::OldKubelet, &n0, TaintEffect::NoSchedule).await;
+    f.wait_status("kubelet regression", |s| has_issue(s, &n0, "KubeletDRARegression")).await;
+    f.fault(FaultKind::PluginNotReady, &n2, TaintEffect::NoSchedule).await;
+    let status = f.wait_status("plugin not ready", |s| has_issue(s, &n2, "PluginNotReady")).await;
+    // 1 tainted + 1 missing + 16 on the node without a slice.
+    assert_eq!(status.devices.as_ref().unwrap().unhealthy, 18);
+
+    for node in [&n0, &n1, &n2, &small] {
+        f.fault(FaultKind::Clear, node, TaintEffect::NoSchedule).await;
+    }
+    let status = f
+        .wait_status("everything recovered", |s| {
+            s.node_issues.is_empty()
+                && s.unhealthy_devices.is_empty()
+                && s.devices.as_ref().is_some_and(|d| d.unhealthy == 0)
+        })
+        .await;
+    assert_eq!(condition(&status, "DevicesHealthy"), "True");
+    eventually(TIMEOUT, "DeviceRecovered event", || async {
+        let events =
+            kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.name={}", f.scenario.id)]);
+        events.contains("DeviceRecovered").then_some(())
+    })
+    .await;
+    f.clear().await;
+    f.kubelet.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_taint_rules_count_as_well_as_slice_taints() {
+    let f = Fleet::start("rules", &[("trn2.48xlarge", 1)]).await;
+    f.apply_config(None).await;
+    f.wait_status("healthy", |s| s.devices.as_ref().is_some_and(|d| d.nodes == 1 && d.unhealthy == 0)).await;
+    let node = f.node("trn2.48xlarge", 0);
+    let rule: DeviceTaintRule = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
+        "metadata": {"name": format!("{}-maintenance", f.scenario.id)},
+        "spec": {
+            "deviceSelector": {"driver": "neuron.aws.com", "pool": node, "device": "neuron-device-2"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
+        },
+    }))
+    .unwrap();
+    let rules: Api<DeviceTaintRule> = Api::all(f.scenario.client.clone());
+    let created = rules.create(&PostParams::default(), &rule).await.unwrap();
+    let status = f
+        .wait_status("rule taint", |s| {
+            s.unhealthy_devices.iter().any(|d| d.device == "neuron-device-2" && d.reason == "example.com/maintenance")
+        })
+        .await;
+    assert_eq!(status.devices.unwrap().unhealthy, 1);
+    rules.delete(&created.metadata.name.unwrap(), &DeleteParams::default()).await.unwrap();
+    f.wait_status("rule removed", |s| s.unhealthy_devices.is_empty()).await;
+    f.clear().await;
+    f.kubelet.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_different_driver_version_on_the_nodes_is_reported() {
+    let f = Fleet::start("version", &[("trn2.48xlarge", 1)]).await;
+    f.apply_config(Some("public.ecr.aws/neuron/neuron-dra-driver:1.2.0")).await;
+    let node = f.node("trn2.48xlarge", 0);
+    let status = f.wait_status("version mismatch", |s| has_issue(s, &node, "DriverVersionMismatch")).await;
+    let issue = status.node_issues.iter().find(|i| i.reason == "DriverVersionMismatch").unwrap();
+    assert!(issue.message.contains("1.1.0") && issue.message.contains("1.2.0"), "{}", issue.message);
+    f.clear().await;
+    f.kubelet.abort();
+}
