@@ -1,7 +1,10 @@
 //! apply: server-side apply of desired objects, skipping those the cluster already holds as wanted, and deletion of
 //! what is no longer wanted. A reconcile that changes nothing sends no write.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PropagationPolicy};
 use kube::{Resource, ResourceExt};
@@ -17,6 +20,47 @@ pub enum Outcome {
     Unchanged,
     Created,
     Updated,
+    /// Written by an earlier reconcile, and the watch cache has not shown that write yet: left alone.
+    Pending,
+}
+
+/// How long a write may take to show up in the watch cache before the cache is trusted again anyway.
+const EXPECTATION_TTL: Duration = Duration::from_secs(10);
+
+/// Writes not yet seen in the watch cache (the "expectations" pattern of upstream controllers). Without them, a
+/// reconcile that runs right after another would act on a stale cache: re-create what was just created, or delete a
+/// template that was just replaced.
+#[derive(Default)]
+pub struct Expectations {
+    /// `Kind/namespace/name` → resourceVersion written (None: deleted), and when.
+    written: Mutex<HashMap<String, (Option<String>, Instant)>>,
+}
+
+impl Expectations {
+    /// True when nothing is awaited for `key`, or the cache (at `cached_version`) shows our write.
+    pub fn settled(&self, key: &str, cached_version: Option<&str>) -> bool {
+        let mut written = self.written.lock().expect("not poisoned");
+        match written.get(key) {
+            None => true,
+            Some((expected, at)) if expected.as_deref() == cached_version || at.elapsed() > EXPECTATION_TTL => {
+                written.remove(key);
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    fn wrote(&self, key: String, version: Option<String>) {
+        self.written.lock().expect("not poisoned").insert(key, (version, Instant::now()));
+    }
+}
+
+/// `Kind/namespace/name` of an object.
+pub fn object_key<K: Resource>(name: &str, namespace: Option<&str>) -> String
+where
+    K::DynamicType: Default,
+{
+    format!("{}/{}/{name}", K::kind(&K::DynamicType::default()), namespace.unwrap_or(""))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,24 +106,72 @@ fn contains_all(have: &Value, want: &Value) -> bool {
     want.as_array().into_iter().flatten().all(|w| have.iter().any(|h| holds(h, w)))
 }
 
-/// Server-side applies `desired` unless `existing` (from the watch cache) already holds it.
-pub async fn ensure<K>(api: &Api<K>, desired: &K, existing: Option<&K>, manager: &str) -> Result<Outcome, ApplyError>
-where
-    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
-    K::DynamicType: Default,
-{
-    if let Some(existing) = existing {
-        let have = serde_json::to_value(existing).expect("k8s objects serialize");
-        let want = serde_json::to_value(desired).expect("k8s objects serialize");
-        if holds(&have, &want) {
-            return Ok(Outcome::Unchanged);
+/// Server-side apply and delete, remembering each write until the watch cache shows it.
+#[derive(Default)]
+pub struct Applier {
+    pub expectations: Expectations,
+}
+
+impl Applier {
+    /// Server-side applies `desired` unless `existing` (from the watch cache) already holds it.
+    pub async fn ensure<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        existing: Option<&K>,
+        manager: &str,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+        K::DynamicType: Default,
+    {
+        let key = object_key::<K>(&desired.name_any(), desired.meta().namespace.as_deref());
+        if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
+            return Ok(Outcome::Pending);
         }
+        if let Some(existing) = existing {
+            let have = serde_json::to_value(existing).expect("k8s objects serialize");
+            let want = serde_json::to_value(desired).expect("k8s objects serialize");
+            if holds(&have, &want) {
+                return Ok(Outcome::Unchanged);
+            }
+        }
+        self.apply(api, desired, manager).await?;
+        Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
     }
-    let name = desired.name_any();
-    api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(desired)).await.map_err(|source| {
-        ApplyError::Apply { kind: K::kind(&K::DynamicType::default()).into_owned(), name: name.clone(), source }
-    })?;
-    Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
+
+    /// Server-side applies without looking at the cache.
+    pub async fn apply<K>(&self, api: &Api<K>, desired: &K, manager: &str) -> Result<(), ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+        K::DynamicType: Default,
+    {
+        let name = desired.name_any();
+        let applied =
+            api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(desired)).await.map_err(|source| {
+                ApplyError::Apply { kind: K::kind(&K::DynamicType::default()).into_owned(), name: name.clone(), source }
+            })?;
+        let key = object_key::<K>(&name, desired.meta().namespace.as_deref());
+        self.expectations.wrote(key, applied.meta().resource_version.clone());
+        Ok(())
+    }
+
+    /// Deletes `cached` in the background; one that is already gone counts as deleted. Returns false (and sends
+    /// nothing) while an earlier delete of it has not reached the cache.
+    pub async fn delete<K>(&self, api: &Api<K>, cached: &K) -> Result<bool, ApplyError>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        let name = cached.name_any();
+        let key = object_key::<K>(&name, cached.meta().namespace.as_deref());
+        if !self.expectations.settled(&key, cached.meta().resource_version.as_deref()) {
+            return Ok(false);
+        }
+        delete(api, &name).await?;
+        self.expectations.wrote(key, None);
+        Ok(true)
+    }
 }
 
 /// Deletes an object in the background; one that is already gone counts as deleted.
@@ -120,6 +212,20 @@ mod tests {
         assert!(!holds(&json!({"spec": {"template": {"containers": []}}}), &desired));
         assert!(!holds(&json!({}), &desired));
         assert!(!holds(&json!({"metadata": {"labels": {"a": "b"}}}), &json!({"metadata": {"labels": {"a": "c"}}})));
+    }
+
+    #[test]
+    fn an_expectation_holds_until_the_cache_shows_the_write_or_it_expires() {
+        let expectations = Expectations::default();
+        assert!(expectations.settled("k", Some("1")), "nothing awaited");
+        expectations.wrote("k".into(), Some("5".into()));
+        assert!(!expectations.settled("k", Some("4")), "the cache still shows the old object");
+        assert!(!expectations.settled("k", None), "the cache has not seen the create");
+        assert!(expectations.settled("k", Some("5")));
+        assert!(expectations.settled("k", Some("4")), "settled once: the cache is trusted again");
+        expectations.wrote("d".into(), None);
+        assert!(!expectations.settled("d", Some("7")), "deleted, the cache still shows it");
+        assert!(expectations.settled("d", None));
     }
 
     #[test]

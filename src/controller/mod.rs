@@ -76,6 +76,8 @@ impl Stores {
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
+    /// Server-side apply and delete, with the writes the cache has not shown yet.
+    pub applier: crate::apply::Applier,
     pub stores: Stores,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
@@ -332,6 +334,7 @@ pub async fn run_controller(
     let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
     let context = Arc::new(Context {
         client: client.clone(),
+        applier: crate::apply::Applier::default(),
         stores: stores.clone(),
         recorder: Recorder::new(client, reporter),
         metrics,

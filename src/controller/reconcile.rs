@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::{Context, Error, GuardedConfig};
 use crate::api::{DriverStatus, NeuronDRAConfig, NeuronDRAConfigStatus, ProfileStatus};
-use crate::apply::{self, ApplyError, Outcome, shared_manager};
+use crate::apply::{ApplyError, Outcome, shared_manager};
 use crate::build::{self, ANNOTATION_SPEC_HASH, Desired, LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::conflict::{self, Claimant, Conflicts};
 use crate::health;
@@ -173,6 +173,8 @@ struct Report {
     errors: Vec<ApplyError>,
     /// (namespace/name) of desired templates now in place.
     templates_in_place: BTreeSet<String>,
+    /// Some earlier write has not reached the cache yet: look again shortly.
+    pending: bool,
 }
 
 impl Report {
@@ -181,6 +183,7 @@ impl Report {
             Ok(Outcome::Created) => self.created.push(what),
             Ok(Outcome::Updated) => self.updated.push(what),
             Ok(Outcome::Unchanged) => {}
+            Ok(Outcome::Pending) => self.pending = true,
             Err(error) => {
                 self.errors.push(error);
                 return false;
@@ -189,9 +192,10 @@ impl Report {
         true
     }
 
-    fn record_delete(&mut self, what: String, outcome: Result<(), ApplyError>) {
+    fn record_delete(&mut self, what: String, outcome: Result<bool, ApplyError>) {
         match outcome {
-            Ok(()) => self.deleted.push(what),
+            Ok(true) => self.deleted.push(what),
+            Ok(false) => self.pending = true,
             Err(error) => self.errors.push(error),
         }
     }
@@ -303,6 +307,8 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
 
     match report.errors.into_iter().next() {
         Some(error) => Err(error.into()),
+        // Our own writes will show up in the cache in a moment; check then.
+        None if report.pending => Ok(Action::requeue(std::time::Duration::from_secs(1))),
         None => Ok(Action::await_change()),
     }
 }
@@ -329,54 +335,65 @@ async fn apply_desired(
 
     // An existing namespace is used as it is: the operator only creates (and later deletes) its own.
     if stores.namespaces.get(&ObjectRef::new(driver_ns)).is_none() {
-        let outcome = apply::ensure(&Api::<Namespace>::all(client.clone()), &desired.namespace, None, MANAGER).await;
+        let outcome =
+            ctx.applier.ensure(&Api::<Namespace>::all(client.clone()), &desired.namespace, None, MANAGER).await;
         report.record(kind_key(&desired.namespace), outcome);
     }
     let sa = &desired.service_account;
-    let outcome = apply::ensure(
-        &Api::<ServiceAccount>::namespaced(client.clone(), driver_ns),
-        sa,
-        cached(&stores.service_accounts, &sa.name_any(), Some(driver_ns)).as_deref(),
-        MANAGER,
-    )
-    .await;
-    report.record(kind_key(sa), outcome);
-    let role = &desired.cluster_role;
-    let outcome = apply::ensure(
-        &Api::<ClusterRole>::all(client.clone()),
-        role,
-        cached(&stores.cluster_roles, &role.name_any(), None).as_deref(),
-        MANAGER,
-    )
-    .await;
-    report.record(kind_key(role), outcome);
-    let binding = &desired.cluster_role_binding;
-    let outcome = apply::ensure(
-        &Api::<ClusterRoleBinding>::all(client.clone()),
-        binding,
-        cached(&stores.cluster_role_bindings, &binding.name_any(), None).as_deref(),
-        MANAGER,
-    )
-    .await;
-    report.record(kind_key(binding), outcome);
-    let class = &desired.device_class;
-    let outcome = apply::ensure(
-        &Api::<DeviceClass>::all(client.clone()),
-        class,
-        cached(&stores.device_classes, &class.name_any(), None).as_deref(),
-        &shared_manager(&validated.name),
-    )
-    .await;
-    report.record(kind_key(class), outcome);
-    if daemon_set_wanted {
-        let ds = &desired.daemon_set;
-        let outcome = apply::ensure(
-            &Api::<DaemonSet>::namespaced(client.clone(), driver_ns),
-            ds,
-            cached(&stores.daemon_sets, &ds.name_any(), Some(driver_ns)).as_deref(),
+    let outcome = ctx
+        .applier
+        .ensure(
+            &Api::<ServiceAccount>::namespaced(client.clone(), driver_ns),
+            sa,
+            cached(&stores.service_accounts, &sa.name_any(), Some(driver_ns)).as_deref(),
             MANAGER,
         )
         .await;
+    report.record(kind_key(sa), outcome);
+    let role = &desired.cluster_role;
+    let outcome = ctx
+        .applier
+        .ensure(
+            &Api::<ClusterRole>::all(client.clone()),
+            role,
+            cached(&stores.cluster_roles, &role.name_any(), None).as_deref(),
+            MANAGER,
+        )
+        .await;
+    report.record(kind_key(role), outcome);
+    let binding = &desired.cluster_role_binding;
+    let outcome = ctx
+        .applier
+        .ensure(
+            &Api::<ClusterRoleBinding>::all(client.clone()),
+            binding,
+            cached(&stores.cluster_role_bindings, &binding.name_any(), None).as_deref(),
+            MANAGER,
+        )
+        .await;
+    report.record(kind_key(binding), outcome);
+    let class = &desired.device_class;
+    let outcome = ctx
+        .applier
+        .ensure(
+            &Api::<DeviceClass>::all(client.clone()),
+            class,
+            cached(&stores.device_classes, &class.name_any(), None).as_deref(),
+            &shared_manager(&validated.name),
+        )
+        .await;
+    report.record(kind_key(class), outcome);
+    if daemon_set_wanted {
+        let ds = &desired.daemon_set;
+        let outcome = ctx
+            .applier
+            .ensure(
+                &Api::<DaemonSet>::namespaced(client.clone(), driver_ns),
+                ds,
+                cached(&stores.daemon_sets, &ds.name_any(), Some(driver_ns)).as_deref(),
+                MANAGER,
+            )
+            .await;
         report.record(kind_key(ds), outcome);
     }
     apply_templates(&desired.templates, ctx, report).await;
@@ -411,12 +428,17 @@ async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (Stri
     let ns = template.namespace().unwrap_or_default();
     let api = Api::<ResourceClaimTemplate>::namespaced(ctx.client.clone(), &ns);
     let existing = cached(&ctx.stores.templates, &template.name_any(), Some(&ns));
-    let stale = existing.as_ref().is_some_and(|e| spec_hash(e) != spec_hash(&template));
-    if stale && let Err(error) = apply::delete(&api, &template.name_any()).await {
-        return (key(&template), true, Err(error));
-    }
-    let existing = if stale { None } else { existing };
-    (key(&template), stale, apply::ensure(&api, &template, existing.as_deref(), MANAGER).await)
+    let stale = existing.as_ref().filter(|e| spec_hash(e) != spec_hash(&template));
+    let Some(stale) = stale else {
+        return (key(&template), false, ctx.applier.ensure(&api, &template, existing.as_deref(), MANAGER).await);
+    };
+    // Its spec is immutable: delete, then create anew.
+    let outcome = match ctx.applier.delete(&api, stale.as_ref()).await {
+        Ok(true) => ctx.applier.apply(&api, &template, MANAGER).await.map(|()| Outcome::Created),
+        Ok(false) => Ok(Outcome::Pending),
+        Err(error) => Err(error),
+    };
+    (key(&template), true, outcome)
 }
 
 /// Deletes this config's objects that the spec no longer asks for (found by label, in every namespace).
@@ -436,21 +458,21 @@ async fn delete_orphans(
         if !wanted_templates.contains(&key(template.as_ref())) {
             let api =
                 Api::<ResourceClaimTemplate>::namespaced(client.clone(), &template.namespace().unwrap_or_default());
-            report.record_delete(kind_key(template.as_ref()), apply::delete(&api, &template.name_any()).await);
+            report.record_delete(kind_key(template.as_ref()), ctx.applier.delete(&api, template.as_ref()).await);
         }
     }
     let wanted_ds = daemon_set_wanted.then(|| key(&desired.daemon_set));
     for ds in stores.daemon_sets.state().iter().filter(|d| mine(d.labels())) {
         if Some(key(ds.as_ref())) != wanted_ds {
             let api = Api::<DaemonSet>::namespaced(client.clone(), &ds.namespace().unwrap_or_default());
-            report.record_delete(kind_key(ds.as_ref()), apply::delete(&api, &ds.name_any()).await);
+            report.record_delete(kind_key(ds.as_ref()), ctx.applier.delete(&api, ds.as_ref()).await);
         }
     }
     let wanted_sa = key(&desired.service_account);
     for sa in stores.service_accounts.state().iter().filter(|s| mine(s.labels())) {
         if key(sa.as_ref()) != wanted_sa {
             let api = Api::<ServiceAccount>::namespaced(client.clone(), &sa.namespace().unwrap_or_default());
-            report.record_delete(kind_key(sa.as_ref()), apply::delete(&api, &sa.name_any()).await);
+            report.record_delete(kind_key(sa.as_ref()), ctx.applier.delete(&api, sa.as_ref()).await);
         }
     }
     release_device_classes(validated, Some(&desired.device_class.name_any()), ctx, report).await;
@@ -467,7 +489,7 @@ async fn release_device_classes(validated: &ValidatedConfig, keep: Option<&str>,
             continue;
         }
         if owners.iter().all(|o| o.uid == uid) {
-            report.record_delete(kind_key(class.as_ref()), apply::delete(&api, &class.name_any()).await);
+            report.record_delete(kind_key(class.as_ref()), ctx.applier.delete(&api, class.as_ref()).await);
         } else {
             // Applying an empty object under this config's manager drops the fields only it owned.
             let empty = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": class.name_any()}});
@@ -656,27 +678,27 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
 
     for t in stores.templates.state().iter().filter(|t| mine(t.labels())) {
         let api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), &t.namespace().unwrap_or_default());
-        report.record_delete(kind_key(t.as_ref()), apply::delete(&api, &t.name_any()).await);
+        report.record_delete(kind_key(t.as_ref()), ctx.applier.delete(&api, t.as_ref()).await);
     }
     for ds in stores.daemon_sets.state().iter().filter(|d| mine(d.labels())) {
         let api = Api::<DaemonSet>::namespaced(client.clone(), &ds.namespace().unwrap_or_default());
-        report.record_delete(kind_key(ds.as_ref()), apply::delete(&api, &ds.name_any()).await);
+        report.record_delete(kind_key(ds.as_ref()), ctx.applier.delete(&api, ds.as_ref()).await);
     }
     for b in stores.cluster_role_bindings.state().iter().filter(|b| mine(b.labels())) {
         report.record_delete(
             kind_key(b.as_ref()),
-            apply::delete(&Api::<ClusterRoleBinding>::all(client.clone()), &b.name_any()).await,
+            ctx.applier.delete(&Api::<ClusterRoleBinding>::all(client.clone()), b.as_ref()).await,
         );
     }
     for r in stores.cluster_roles.state().iter().filter(|r| mine(r.labels())) {
         report.record_delete(
             kind_key(r.as_ref()),
-            apply::delete(&Api::<ClusterRole>::all(client.clone()), &r.name_any()).await,
+            ctx.applier.delete(&Api::<ClusterRole>::all(client.clone()), r.as_ref()).await,
         );
     }
     for sa in stores.service_accounts.state().iter().filter(|s| mine(s.labels())) {
         let api = Api::<ServiceAccount>::namespaced(client.clone(), &sa.namespace().unwrap_or_default());
-        report.record_delete(kind_key(sa.as_ref()), apply::delete(&api, &sa.name_any()).await);
+        report.record_delete(kind_key(sa.as_ref()), ctx.applier.delete(&api, sa.as_ref()).await);
     }
 
     // Shared objects: the DeviceClass goes with its last owner; the driver namespace goes when no other config
@@ -695,7 +717,7 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
     {
         report.record_delete(
             kind_key(ns.as_ref()),
-            apply::delete(&Api::<Namespace>::all(client.clone()), &ns.name_any()).await,
+            ctx.applier.delete(&Api::<Namespace>::all(client.clone()), ns.as_ref()).await,
         );
     }
 
