@@ -5,7 +5,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/target/controlplane/kubeconfig
 
 include hack/controlplane.mk
 
-.PHONY: build release lint test unit-test crds
+.PHONY: build release lint test unit-test crds bench
 
 build:
 	$(CARGO) build --locked
@@ -16,6 +16,26 @@ release:
 ## Regenerate the checked-in CRD from the Rust types.
 crds:
 	$(CARGO) run --locked --quiet -- crd > crds/neurondra.io_neurondraconfigs.yaml
+
+## The operator image, read from config/manager/kustomization.yaml: the one place it is named.
+IMG_NAME := $(shell awk '$$1 == "newName:" {print $$2}' config/manager/kustomization.yaml)
+IMG_TAG := $(shell awk '$$1 == "newTag:" {print $$2}' config/manager/kustomization.yaml)
+IMG ?= $(IMG_NAME):$(IMG_TAG)
+BUNDLE_IMG ?= $(IMG_NAME)-bundle:v$(IMG_TAG)
+CONTAINER_TOOL ?= docker
+
+.PHONY: bundle image bundle-image
+
+## Regenerate the OLM bundle under bundle/ from config/, crds/ and samples/ (a test fails when it is stale).
+bundle:
+	$(CARGO) run --locked --quiet -- bundle --output bundle
+
+## The operator image and the OLM bundle image (need a container engine; the tests do not build them).
+image:
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+bundle-image:
+	$(CONTAINER_TOOL) build -f bundle/bundle.Dockerfile -t $(BUNDLE_IMG) bundle
 
 lint:
 	$(CARGO) fmt --check
@@ -31,4 +51,11 @@ test: lint
 	$(CARGO) build --locked --all-targets
 	$(CONTROLPLANE_SH) up
 	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked -- --test-threads=4 || status=$$?; \
+	$(CONTROLPLANE_SH) down; exit $$status
+
+## Benchmarks on a fresh local control plane; prints one table (see README "Benchmarks").
+bench:
+	$(CONTROLPLANE_SH) down
+	$(CONTROLPLANE_SH) up
+	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) bench --locked --bench operator || status=$$?; \
 	$(CONTROLPLANE_SH) down; exit $$status

@@ -33,6 +33,15 @@ pub enum Command {
         #[arg(long = "namespace", short = 'n')]
         namespaces: Vec<String>,
     },
+    /// Write the OLM bundle, generated from config/, crds/ and samples/ of a checkout.
+    Bundle {
+        /// Directory to write the bundle to.
+        #[arg(long, default_value = "bundle")]
+        output: PathBuf,
+        /// The checkout to read config/, crds/ and samples/ from.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
 }
 
 /// Why `render` refused a config: one line per problem.

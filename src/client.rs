@@ -19,10 +19,18 @@ pub async fn counted_client(metrics: Arc<Metrics>) -> anyhow::Result<Client> {
     Ok(ClientBuilder::try_from(config)?.with_layer(&count).build())
 }
 
+/// The CRD `run` checks before it starts.
+pub const CRD_NAME: &str = "neurondraconfigs.neurondra.io";
+/// Names another CRD for `check_crd` to read, for tests only (deliberately not a `run` flag). The install tests
+/// point it at a throwaway CRD carrying an older version, so they can show a real operator process refusing to
+/// start without downgrading the shared control plane's real CRD under tests that run in parallel.
+pub const CHECK_CRD_ENV: &str = "NEURONDRA_TEST_CHECK_CRD";
+
 /// Refuses to run against a missing or older CRD (it would silently drop fields this build writes).
 pub async fn check_crd(client: &Client) -> anyhow::Result<()> {
+    let name = std::env::var(CHECK_CRD_ENV).unwrap_or_else(|_| CRD_NAME.to_string());
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let installed = api.get_opt("neurondraconfigs.neurondra.io").await?;
+    let installed = api.get_opt(&name).await?;
     crate::crd::check_installed(installed.as_ref())?;
     Ok(())
 }

@@ -17,6 +17,15 @@ fn simulate(command: neuron_dra_operator::simulate::SimulateCommand) -> anyhow::
     })
 }
 
+fn bundle(root: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
+    let files = neuron_dra_operator::bundle::generate(root)?;
+    neuron_dra_operator::bundle::write(&files, output)?;
+    for drift in neuron_dra_operator::bundle::check(&files, output)? {
+        eprintln!("warning: {}/{drift}", output.display());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -27,6 +36,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Render { file, namespaces } => render(&file, &namespaces).map(|yaml| print!("{yaml}")),
+        Command::Bundle { output, root } => bundle(&root, &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

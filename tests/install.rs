@@ -1,0 +1,417 @@
+//! The install paths: kustomize `config/` and the OLM bundle, checked against their sources and, where a server
+//! has a say, against the real control plane; and the CRD upgrade guard. Every command `docs/install.md` shows
+//! is one of the `DOC_*` commands below, and a test here runs it.
+
+mod support {
+    pub mod cluster;
+    pub mod scenario;
+}
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use neuron_dra_operator::bundle::{self, Drift};
+use serde_json::{Value, json};
+use support::cluster::{self, kubectl, repo};
+use support::scenario::Scenario;
+
+const DOC_APPLY_DEFAULT: &str = "kubectl apply -k config/default";
+const DOC_APPLY_SAMPLES: &str = "kubectl apply -k config/samples";
+const DOC_GET: &str = "kubectl get ndc";
+const DOC_MAKE_BUNDLE: &str = "make bundle";
+const DOC_UPGRADE_CRD: &str = "kubectl apply --server-side -f crds/neurondra.io_neurondraconfigs.yaml";
+const DOC_COMMANDS: &[&str] = &[DOC_APPLY_DEFAULT, DOC_APPLY_SAMPLES, DOC_GET, DOC_MAKE_BUNDLE, DOC_UPGRADE_CRD];
+
+const BIN: &str = env!("CARGO_BIN_EXE_neuron-dra-operator");
+
+/// Runs a command line (words split on spaces) in the checkout, against the local control plane.
+fn sh(command: &str) -> Output {
+    let words: Vec<&str> = command.split(' ').collect();
+    let mut cmd = Command::new(words[0]);
+    cmd.args(&words[1..]).current_dir(repo("")).stdin(Stdio::null());
+    if words[0] == "kubectl" {
+        cmd.env("KUBECONFIG", cluster::kubeconfig());
+    }
+    cmd.output().unwrap_or_else(|e| panic!("{command}: {e}"))
+}
+
+/// Runs a command line that must succeed; returns (stdout, stderr).
+fn sh_ok(command: &str) -> (String, String) {
+    let out = sh(command);
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "{command} failed:\n{stdout}{stderr}");
+    (stdout, stderr)
+}
+
+/// Every object `kubectl kustomize DIR` builds.
+fn kustomize(dir: &str) -> Vec<Value> {
+    parse_all(&sh_ok(&format!("kubectl kustomize {dir}")).0)
+}
+
+fn parse_all(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn read_yaml(path: &str) -> Value {
+    serde_yaml::from_str(&std::fs::read_to_string(repo(path)).unwrap()).unwrap()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn checked_in_csv() -> Value {
+    read_yaml(&format!("bundle/{}", bundle::CSV_FILE))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ndo-install-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+// --- the bundle against its sources (no cluster needed) ---
+
+#[test]
+fn the_checked_in_bundle_is_what_make_bundle_generates() {
+    let expected = bundle::generate(&repo("")).unwrap();
+    let drift = bundle::check(&expected, &repo("bundle")).unwrap();
+    let list: Vec<String> = drift.iter().map(|d| format!("  bundle/{d}")).collect();
+    assert!(
+        drift.is_empty(),
+        "bundle/ is out of date with config/, crds/ or samples/: run `make bundle`\n{}",
+        list.join("\n")
+    );
+
+    // `make bundle` runs the CLI with `--output bundle`; the CLI writes the same files.
+    let (recipe, _) = sh_ok("make --no-print-directory -n bundle");
+    assert!(recipe.trim().ends_with("-- bundle --output bundle"), "{recipe}");
+    let dir = temp_dir("cli");
+    let out = Command::new(BIN).args(["bundle", "--output"]).arg(&dir).current_dir(repo("")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(bundle::check(&expected, &dir).unwrap(), []);
+}
+
+#[test]
+fn the_bundle_crd_is_the_crd_in_crds() {
+    let crds = std::fs::read_to_string(repo("crds/neurondra.io_neurondraconfigs.yaml")).unwrap();
+    let in_bundle = std::fs::read_to_string(repo(&format!("bundle/{}", bundle::CRD_FILE))).unwrap();
+    assert!(in_bundle == crds, "bundle/{} differs from crds/: run `make bundle`", bundle::CRD_FILE);
+}
+
+/// Compared with what `kubectl kustomize config/default` builds (real kustomize, image resolved), not with the
+/// generator's own reading of `config/`.
+#[test]
+fn the_csv_permissions_and_deployment_are_config_default() {
+    let objects = kustomize("config/default");
+    let csv = checked_in_csv();
+    let install = &csv["spec"]["install"]["spec"];
+    let account = find(&objects, "ServiceAccount", "neuron-dra-operator");
+    let cluster_role = find(&objects, "ClusterRole", "neuron-dra-operator");
+    let role = find(&objects, "Role", "neuron-dra-operator-leader-election");
+    let deployment = find(&objects, "Deployment", "neuron-dra-operator");
+
+    assert_eq!(install["clusterPermissions"].as_array().unwrap().len(), 1);
+    assert_eq!(install["clusterPermissions"][0]["serviceAccountName"], account["metadata"]["name"]);
+    assert_eq!(install["clusterPermissions"][0]["rules"], cluster_role["rules"]);
+    assert_eq!(install["permissions"].as_array().unwrap().len(), 1);
+    assert_eq!(install["permissions"][0]["serviceAccountName"], account["metadata"]["name"]);
+    assert_eq!(install["permissions"][0]["rules"], role["rules"]);
+    // The kustomize bindings grant those roles to that account; OLM makes its own bindings from the CSV.
+    for binding in ["ClusterRoleBinding", "RoleBinding"] {
+        let subjects = &objects.iter().find(|o| o["kind"] == binding).unwrap()["subjects"];
+        assert_eq!(subjects[0]["name"], account["metadata"]["name"], "{binding}");
+    }
+
+    let deployments = install["deployments"].as_array().unwrap();
+    assert_eq!(deployments.len(), 1);
+    assert_eq!(deployments[0]["name"], deployment["metadata"]["name"]);
+    assert_eq!(deployments[0]["spec"], deployment["spec"]);
+    let image = &deployment["spec"]["template"]["spec"]["containers"][0]["image"];
+    assert_eq!(csv["metadata"]["annotations"]["containerImage"], *image);
+    assert!(!image.as_str().unwrap().starts_with("neuron-dra-operator"), "image not resolved: {image}");
+
+    let mut service = find(&objects, "Service", "neuron-dra-operator-metrics").clone();
+    service["metadata"].as_object_mut().unwrap().remove("namespace");
+    assert_eq!(read_yaml(&format!("bundle/{}", bundle::SERVICE_FILE)), service);
+}
+
+#[test]
+fn alm_examples_are_the_samples_and_config_samples_lists_them_all() {
+    let mut samples: Vec<Value> = std::fs::read_dir(repo("samples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .map(|p| serde_yaml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    let by_name = |a: &Value, b: &Value| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str());
+    samples.sort_by(by_name);
+    let mut examples: Vec<Value> =
+        serde_json::from_str(checked_in_csv()["metadata"]["annotations"]["alm-examples"].as_str().unwrap()).unwrap();
+    examples.sort_by(by_name);
+    assert_eq!(examples, samples, "alm-examples are not samples/*.yaml: run `make bundle`");
+    let mut wired = kustomize("config/samples");
+    wired.sort_by(by_name);
+    assert_eq!(wired, samples, "samples/Kustomization must list every samples/*.yaml");
+}
+
+#[test]
+fn config_crd_is_the_crd_in_crds() {
+    let built = kustomize("config/crd");
+    let crd = read_yaml("crds/neurondra.io_neurondraconfigs.yaml");
+    assert!(built.len() == 1 && same_numbers(&built[0]) == same_numbers(&crd), "config/crd does not build crds/");
+}
+
+/// Numbers as floats: kustomize prints `2.0` as `2`.
+fn same_numbers(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => json!(n.as_f64()),
+        Value::Array(items) => items.iter().map(same_numbers).collect(),
+        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), same_numbers(v))).collect(),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn a_bundle_with_a_missing_file_a_changed_crd_or_a_stray_file_is_caught_by_file_name() {
+    let expected = bundle::generate(&repo("")).unwrap();
+    let dir = temp_dir("broken");
+    bundle::write(&expected, &dir).unwrap();
+    assert_eq!(bundle::check(&expected, &dir).unwrap(), []);
+
+    std::fs::remove_file(dir.join(bundle::ANNOTATIONS_FILE)).unwrap();
+    let crd = dir.join(bundle::CRD_FILE);
+    let older = std::fs::read_to_string(&crd).unwrap().replace("neurondra.io/operator-version: ", "x: ");
+    std::fs::write(&crd, older).unwrap();
+    std::fs::write(dir.join("manifests/leftover.yaml"), "kind: ConfigMap\n").unwrap();
+
+    let drift = bundle::check(&expected, &dir).unwrap();
+    assert_eq!(
+        drift,
+        [
+            Drift::Stale { file: bundle::CRD_FILE.into() },
+            Drift::Missing { file: bundle::ANNOTATIONS_FILE.into() },
+            Drift::Unexpected { file: "manifests/leftover.yaml".into() },
+        ]
+    );
+    let text: Vec<String> = drift.iter().map(ToString::to_string).collect();
+    assert_eq!(text[0], "manifests/neurondra.io_neurondraconfigs.yaml: differs from what `make bundle` generates");
+    assert_eq!(text[1], "metadata/annotations.yaml: missing");
+}
+
+/// The image is named once (config/manager's kustomization), tagged with the crate version the CSV carries, and
+/// the Makefile and Dockerfile agree with the Deployment. The image itself is not built: no container engine here.
+#[test]
+fn the_image_is_named_once_and_the_dockerfile_fits_the_deployment() {
+    let kustomization = read_yaml("config/manager/kustomization.yaml");
+    let entry = &kustomization["images"][0];
+    assert_eq!(entry["name"], "neuron-dra-operator");
+    assert_eq!(entry["newTag"], env!("CARGO_PKG_VERSION"), "tag the image with the crate version");
+    let image = format!("{}:{}", entry["newName"].as_str().unwrap(), entry["newTag"].as_str().unwrap());
+    let (recipe, _) = sh_ok("make --no-print-directory -n image");
+    assert!(recipe.contains(&format!("build -t {image} .")), "{recipe}");
+
+    let deployment = read_yaml("config/manager/manager.yaml");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let dockerfile = std::fs::read_to_string(repo("Dockerfile")).unwrap();
+    let binary = pod["containers"][0]["command"][0].as_str().unwrap();
+    assert!(dockerfile.contains(&format!("ENTRYPOINT [\"{binary}\"]")), "Dockerfile's entrypoint is not {binary}");
+    let user = pod["securityContext"]["runAsUser"].as_u64().unwrap();
+    assert!(dockerfile.contains(&format!("USER {user}:{user}")), "Dockerfile's user is not {user}");
+    assert!(dockerfile.matches("FROM ").count() >= 2, "a multi-stage build");
+}
+
+#[test]
+fn every_command_in_the_install_doc_is_run_by_a_test() {
+    let doc = std::fs::read_to_string(repo("docs/install.md")).unwrap();
+    let mut in_block = false;
+    let mut shown = Vec::new();
+    for line in doc.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block && line.trim_start_matches('`').starts_with("sh");
+        } else if in_block && !line.trim().is_empty() && !line.trim_start().starts_with('#') {
+            shown.push(line.split(" #").next().unwrap().trim().to_string());
+        }
+    }
+    for command in &shown {
+        assert!(DOC_COMMANDS.contains(&command.as_str()), "docs/install.md shows `{command}`, which no test runs");
+    }
+    for command in DOC_COMMANDS {
+        assert!(shown.iter().any(|c| c == command), "docs/install.md no longer shows `{command}`");
+    }
+}
+
+// --- on the real control plane ---
+
+#[test]
+fn every_alm_example_is_accepted_by_the_api_server() {
+    cluster::install();
+    let examples: Vec<Value> =
+        serde_json::from_str(checked_in_csv()["metadata"]["annotations"]["alm-examples"].as_str().unwrap()).unwrap();
+    assert!(examples.len() >= 4);
+    for example in examples {
+        // Renamed so an object of the sample's name elsewhere in the cluster cannot make `create` fail.
+        let mut object = example.clone();
+        object["metadata"]["name"] = json!(cluster::unique("alm"));
+        let result = cluster::kubectl_with(
+            &cluster::kubeconfig(),
+            &["create", "--dry-run=server", "-o", "name", "-f", "-"],
+            Some(&object.to_string()),
+        );
+        assert!(result.is_ok(), "alm-example {} rejected: {}", example["metadata"]["name"], result.unwrap_err());
+    }
+}
+
+/// `kubectl apply -k config/default`, dry run then for real, then the operator (a process outside the cluster,
+/// with a token of the ServiceAccount that apply installed) reconciles every sample to Ready. The samples come
+/// through `config/samples` and are made this test's own: unique names, the test label the operator selects,
+/// namespaces of their own, and a node selector no node matches. `kubectl apply -k config/samples` itself only
+/// runs as a server dry run: applied for real, the samples would be cluster-wide configs shared with every
+/// other test and the demo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() {
+    // A dry run does not create the namespace the namespaced objects go to: create it for real first.
+    sh_ok("kubectl apply -f config/manager/namespace.yaml");
+    let (stdout, stderr) = sh_ok(&format!("{DOC_APPLY_DEFAULT} --dry-run=server"));
+    assert!(stdout.contains("deployment.apps/neuron-dra-operator"), "{stdout}");
+    let (stdout, stderr_real) = sh_ok(DOC_APPLY_DEFAULT);
+    for object in ["customresourcedefinition", "clusterrole", "deployment.apps/neuron-dra-operator", "service/"] {
+        assert!(stdout.contains(object), "{object} not applied:\n{stdout}");
+    }
+    // The namespace warns about (and enforces) the restricted Pod Security Standard: the pod template meets it.
+    for output in [&stderr, &stderr_real] {
+        assert!(!output.contains("PodSecurity"), "{output}");
+    }
+    let image = kubectl(&[
+        "get",
+        "deployment",
+        "neuron-dra-operator",
+        "-n",
+        cluster::OPERATOR_NAMESPACE,
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]);
+    assert_eq!(image, checked_in_csv()["metadata"]["annotations"]["containerImage"].as_str().unwrap());
+    sh_ok(&format!("{DOC_APPLY_SAMPLES} --dry-run=server"));
+
+    let s = Scenario::with_operator("install").await;
+    let mut names = Vec::new();
+    for (index, sample) in kustomize("config/samples").into_iter().enumerate() {
+        let namespace = s.namespace(&index.to_string(), &[]).await;
+        let mut spec = sample["spec"].clone();
+        let fields = spec.as_object_mut().unwrap();
+        fields.remove("nodeSelector"); // s.config selects no node instead
+        fields.insert("templates".into(), json!({"namespaces": [namespace]}));
+        if let Some(driver) = fields.get_mut("driver") {
+            driver.as_object_mut().unwrap().remove("namespace"); // s.config uses the test's driver namespace
+        }
+        let name = format!("{}-{}", s.id, sample["metadata"]["name"].as_str().unwrap());
+        s.apply(&s.config(&name, spec)).await.unwrap();
+        names.push(name);
+    }
+    assert_eq!(names.len(), 4);
+    for name in &names {
+        let status = s.wait_ready(name).await.status.unwrap();
+        assert!(status.templates.unwrap().count > 0, "{name}");
+    }
+    let (table, _) = sh_ok(DOC_GET);
+    for name in &names {
+        let row = table.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{table}"));
+        assert_eq!(row.split_whitespace().nth(1), Some("Ready"), "{row}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_crd_upgrade_applies_and_the_operator_accepts_the_result() {
+    let client = cluster::admin().await;
+    sh_ok(DOC_UPGRADE_CRD);
+    let installed = Api::<CustomResourceDefinition>::all(client).get(neuron_dra_operator::client::CRD_NAME).await;
+    assert_eq!(neuron_dra_operator::crd::check_installed(Some(&installed.unwrap())), Ok(()));
+}
+
+/// A throwaway CRD, deleted when dropped.
+struct ThrowawayCrd(String);
+
+impl Drop for ThrowawayCrd {
+    fn drop(&mut self) {
+        let _ = cluster::kubectl_with(&cluster::kubeconfig(), &["delete", "crd", &self.0, "--wait=false"], None);
+    }
+}
+
+/// Runs `neuron-dra-operator run` with its CRD check pointed at `crd_name`; returns its exit status and stderr,
+/// or panics if it is still running after 30 s (it started instead of refusing).
+fn run_operator_checking(crd_name: &str) -> (std::process::ExitStatus, String) {
+    let dir = temp_dir(crd_name);
+    let log = dir.join("operator.log");
+    let mut child = Command::new(BIN)
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--leader-elect", "false"])
+        .env("KUBECONFIG", cluster::kubeconfig())
+        .env(neuron_dra_operator::client::CHECK_CRD_ENV, crd_name)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the operator started against {crd_name}: {}", std::fs::read_to_string(&log).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    (status, std::fs::read_to_string(&log).unwrap())
+}
+
+/// An operator started against an older CRD exits non-zero and says how to upgrade, shown on the real API server
+/// without touching the real CRD (other tests use it in parallel): the test creates a throwaway copy of this
+/// build's CRD under a test-unique group, renamed (kind, plural, no short names or categories, so `kubectl get ndc`
+/// elsewhere never resolves to it) and annotated as written by operator 0.0.1, and points the operator's check at
+/// it with `NEURONDRA_TEST_CHECK_CRD`. The operator runs with the admin kubeconfig here because the shipped RBAC
+/// lets it read only the real CRD. A name that exists nowhere shows the "not installed" refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_started_against_an_older_or_missing_crd_exits_with_the_upgrade_command() {
+    let client = cluster::admin().await;
+    let group = format!("{}.neurondra.io", cluster::unique("crdold"));
+    let mut older = neuron_dra_operator::crd::crd();
+    older.metadata.name = Some(format!("olderconfigs.{group}"));
+    older.metadata.annotations = Some(
+        [
+            (neuron_dra_operator::crd::ANNOTATION_VERSION.to_string(), "0.0.1".to_string()),
+            (neuron_dra_operator::crd::ANNOTATION_SCHEMA_HASH.to_string(), "0000".to_string()),
+        ]
+        .into(),
+    );
+    older.spec.group = group.clone();
+    older.spec.names.kind = "OlderConfig".into();
+    older.spec.names.list_kind = Some("OlderConfigList".into());
+    older.spec.names.plural = "olderconfigs".into();
+    older.spec.names.singular = Some("olderconfig".into());
+    older.spec.names.short_names = None;
+    older.spec.names.categories = None;
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    api.create(&PostParams::default(), &older).await.unwrap();
+    let crd = ThrowawayCrd(format!("olderconfigs.{group}"));
+
+    let (status, stderr) = run_operator_checking(&crd.0);
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("is older than this operator"), "{stderr}");
+    assert!(stderr.contains(DOC_UPGRADE_CRD), "no upgrade command in: {stderr}");
+
+    let (status, stderr) = run_operator_checking(&format!("missing.{group}"));
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("is not installed"), "{stderr}");
+}
