@@ -385,6 +385,8 @@ cmd_up() {
   #   RBAC problems show up here too.
   # --authentication/authorization-kubeconfig: lets its /healthz be served with
   #   delegated auth instead of logging warnings.
+  # --kube-api-qps/burst: the defaults (20/30) take minutes to roll a DaemonSet out
+  #   to the thousands of simulated nodes of the benchmarks.
   start kube-controller-manager "${BIN_DIR}/kube-controller-manager" \
     --kubeconfig="${STATE_DIR}/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig="${STATE_DIR}/kube-controller-manager.kubeconfig" \
@@ -398,6 +400,8 @@ cmd_up() {
     --root-ca-file="${pki}/ca.crt" \
     --controllers="${CONTROLLERS}" \
     --feature-gates="${FEATURE_GATES}" \
+    --kube-api-qps=300 \
+    --kube-api-burst=600 \
     --profiling=false
 
   wait_for "kube-controller-manager /healthz" kcm_healthy "${kcm_port}"

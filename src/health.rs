@@ -275,6 +275,27 @@ pub fn trim_slice(slice: &mut ResourceSlice) {
     }
 }
 
+/// Keeps only what the operator reads of a plugin pod: labels, node and readiness.
+pub fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.metadata.annotations = None;
+    pod.metadata.owner_references = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        *spec = k8s_openapi::api::core::v1::PodSpec {
+            node_name: spec.node_name.take(),
+            affinity: spec.affinity.take(),
+            ..Default::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = k8s_openapi::api::core::v1::PodStatus {
+            conditions: status.conditions.take(),
+            phase: status.phase.take(),
+            ..Default::default()
+        };
+    }
+}
+
 /// Keeps only what the operator reads of a node: labels, allocatable, conditions and node info.
 pub fn trim_node(node: &mut Node) {
     node.metadata.managed_fields = None;

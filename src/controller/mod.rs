@@ -183,6 +183,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
     });
 
+    // A standby is healthy and ready to take over: ready while it waits, so a Deployment of two replicas rolls out.
+    readiness.set(true);
     let leadership = if args.leader_elect {
         match crate::leader::acquire(&client, &args, stop_rx.clone()).await? {
             Some(leadership) => Some(leadership),
@@ -194,6 +196,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    // The leader is ready once its caches have synced.
     readiness.set(false);
 
     let lost = leadership.as_ref().map(|l| l.lost());
@@ -299,7 +302,8 @@ pub async fn run_controller(
         watcher::Config::default().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
         crate::health::trim_slice,
     );
-    let (plugin_pods, pods_stream) = cached(Api::<Pod>::all(client.clone()), managed.clone());
+    let (plugin_pods, pods_stream) =
+        cached_trimmed(Api::<Pod>::all(client.clone()), managed.clone(), crate::health::trim_pod);
     let (taint_rules, rules_stream) = if serves_taint_rules(&client).await {
         let (store, stream) = cached(Api::<DeviceTaintRule>::all(client.clone()), watcher::Config::default());
         (store, Some(stream))

@@ -174,6 +174,10 @@ impl Operator {
         parse_writes(&self.metrics(), false)
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn is_running(&mut self) -> bool {
         self.child.as_mut().is_some_and(|c| c.try_wait().unwrap().is_none())
     }

@@ -1,0 +1,436 @@
+//! `make bench`: how fast and how quietly the operator reaches and holds the desired state, on the real local
+//! control plane. Prints one table (scenario, figure, value, target, met). Figures, not assertions.
+//!
+//! Knobs (environment): BENCH_RUNS (apply-to-Ready runs, default 5), BENCH_NAMESPACES (50), BENCH_IDLE_SECS (300),
+//! BENCH_SCALES (node counts, default "1000,5000").
+
+#[path = "../tests/support/cluster.rs"]
+mod cluster;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use neuron_dra_operator::api::NeuronDRAConfig;
+use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect, fleet};
+use serde_json::{Value, json};
+
+use cluster::{Operator, OperatorOptions, TEST_LABEL};
+
+const BENCH_ID: &str = "bench";
+
+fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+struct Row {
+    scenario: String,
+    figure: String,
+    value: String,
+    target: String,
+    met: Option<bool>,
+}
+
+#[derive(Default)]
+struct Table(Vec<Row>);
+
+impl Table {
+    fn add(&mut self, scenario: &str, figure: &str, value: String, target: &str, met: Option<bool>) {
+        eprintln!("bench: {scenario} | {figure} = {value}");
+        self.0.push(Row { scenario: scenario.into(), figure: figure.into(), value, target: target.into(), met });
+    }
+
+    fn print(&self) {
+        println!("\n| scenario | figure | value | target | met |");
+        println!("|---|---|---|---|---|");
+        for r in &self.0 {
+            let met = match r.met {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            };
+            println!("| {} | {} | {} | {} | {} |", r.scenario, r.figure, r.value, r.target, met);
+        }
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    values[values.len() / 2]
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Counts from the operator's own client metrics, by (verb, resource).
+fn requests(operator: &Operator) -> BTreeMap<(String, String), u64> {
+    let mut out = BTreeMap::new();
+    for line in operator.metrics().lines().filter(|l| l.starts_with("neuron_dra_operator_api_requests_total{")) {
+        let field =
+            |name: &str| line.split(&format!("{name}=\"")).nth(1).and_then(|r| r.split('"').next()).map(String::from);
+        let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) as u64;
+        if let (Some(verb), Some(resource)) = (field("verb"), field("resource")) {
+            out.insert((verb, resource), value);
+        }
+    }
+    out
+}
+
+fn writes_delta(
+    before: &BTreeMap<(String, String), u64>,
+    after: &BTreeMap<(String, String), u64>,
+) -> BTreeMap<String, u64> {
+    let mut delta = BTreeMap::new();
+    for ((verb, resource), value) in after {
+        let old = before.get(&(verb.clone(), resource.clone())).copied().unwrap_or(0);
+        if value > &old && ["create", "update", "patch", "delete"].contains(&verb.as_str()) && resource != "leases" {
+            delta.insert(format!("{verb} {resource}"), value - old);
+        }
+    }
+    delta
+}
+
+/// CPU seconds (user + system) a process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// Peak resident memory (VmHWM) of a process, in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+fn config_doc(name: &str, namespaces: &[String], node_selector: Value, training_devices: u32) -> Value {
+    config_doc_in(name, "bench-driver", namespaces, node_selector, training_devices)
+}
+
+fn config_doc_in(
+    name: &str,
+    driver_namespace: &str,
+    namespaces: &[String],
+    node_selector: Value,
+    training_devices: u32,
+) -> Value {
+    json!({
+        "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
+        "metadata": {"name": name, "labels": {TEST_LABEL: BENCH_ID}},
+        "spec": {
+            "nodeSelector": node_selector,
+            "driver": {"namespace": driver_namespace},
+            "templates": {"namespaces": namespaces},
+            "profiles": [
+                {"name": "pretrain", "training": {"instanceType": "trn2.48xlarge", "devices": training_devices, "efa": true}},
+                {"name": "chat-128k", "longContextInference": {"instanceType": "trn2.48xlarge", "devices": 8, "logicalNeuronCore": 1}},
+                {"name": "chat-us", "longContextInference": {"instanceType": "trn2u.48xlarge", "ultraServerNodes": 2}},
+                {"name": "serve", "disaggregated": {"prefill": {"devices": 8}, "decode": {"devices": 4}}},
+            ],
+        },
+    })
+}
+
+fn no_nodes() -> Value {
+    json!({"matchLabels": {TEST_LABEL: "no-such-node"}})
+}
+
+async fn namespaces(client: &Client, prefix: &str, count: usize) -> Vec<String> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut names = Vec::new();
+    for i in 0..count {
+        let name = format!("{prefix}-{i}");
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&ns)).await.unwrap();
+        names.push(name);
+    }
+    names
+}
+
+/// Polls until the config's current generation is Ready; returns when it saw it.
+async fn wait_ready(api: &Api<NeuronDRAConfig>, name: &str, timeout: Duration) -> Option<Instant> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(Some(c)) = api.get_opt(name).await {
+            let ready = c.status.as_ref().is_some_and(|s| {
+                s.observed_generation == c.metadata.generation
+                    && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            if ready {
+                return Some(Instant::now());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+fn kubectl_apply_file(path: &std::path::Path, server_side: bool) -> Duration {
+    let started = Instant::now();
+    let mut args = vec!["apply", "-f", path.to_str().unwrap()];
+    if server_side {
+        args.push("--server-side");
+    }
+    cluster::kubectl(&args);
+    started.elapsed()
+}
+
+async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
+    let runs: usize = env_or("BENCH_RUNS", 5);
+    let count: usize = env_or("BENCH_NAMESPACES", 50);
+    let api: Api<NeuronDRAConfig> = Api::all(client.clone());
+    let dir = std::env::temp_dir().join("ndo-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mut operator_times, mut kubectl_times) = (Vec::new(), Vec::new());
+    let mut last = String::new();
+    for run in 0..runs {
+        // The operator: kubectl apply of the config, until Ready=True.
+        let ns = namespaces(client, &format!("bench-op{run}"), count).await;
+        let name = format!("bench-apply-{run}");
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, serde_json::to_string(&config_doc(&name, &ns, no_nodes(), 4)).unwrap()).unwrap();
+        let started = Instant::now();
+        kubectl_apply_file(&file, false);
+        let ready = wait_ready(&api, &name, Duration::from_secs(300)).await.expect("Ready");
+        operator_times.push(secs(ready - started));
+
+        // The floor: kubectl creating the same objects that render prints.
+        let ns_floor = namespaces(client, &format!("bench-kc{run}"), count).await;
+        let floor_name = format!("bench-floor-{run}");
+        let floor_config = dir.join(format!("{floor_name}.json"));
+        std::fs::write(
+            &floor_config,
+            serde_json::to_string(&config_doc(&floor_name, &ns_floor, no_nodes(), 4)).unwrap(),
+        )
+        .unwrap();
+        let mut args = vec!["render".to_string(), "-f".into(), floor_config.to_str().unwrap().into()];
+        for n in &ns_floor {
+            args.extend(["--namespace".to_string(), n.clone()]);
+        }
+        let rendered =
+            std::process::Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator")).args(&args).output().unwrap();
+        assert!(rendered.status.success());
+        let objects = String::from_utf8_lossy(&rendered.stdout).matches("\nkind: ").count() + 1;
+        let stream = dir.join(format!("{floor_name}.yaml"));
+        std::fs::write(&stream, &rendered.stdout).unwrap();
+        kubectl_times.push(secs(kubectl_apply_file(&stream, true)));
+        cluster::kubectl(&["delete", "-f", stream.to_str().unwrap(), "--wait=false", "--ignore-not-found"]);
+        eprintln!(
+            "bench: run {run}: operator {:.2}s, kubectl {:.2}s ({objects} objects)",
+            operator_times[run], kubectl_times[run]
+        );
+        if run + 1 < runs {
+            api.delete(&name, &DeleteParams::default()).await.unwrap();
+            while api.get_opt(&name).await.unwrap().is_some() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        last = name;
+    }
+    let operator_median = median(&mut operator_times);
+    let kubectl_median = median(&mut kubectl_times);
+    let ratio = operator_median / kubectl_median;
+    let templates = 5 * count;
+    let scenario = format!("1. apply to Ready ({templates} templates in {count} namespaces)");
+    table.add(&scenario, "operator: apply → Ready=True (median of runs)", format!("{operator_median:.2} s"), "", None);
+    table.add(
+        &scenario,
+        "kubectl apply --server-side of render output (median)",
+        format!("{kubectl_median:.2} s"),
+        "",
+        None,
+    );
+    table.add(&scenario, "ratio operator / kubectl", format!("{ratio:.2}x"), "<= 1.0x", Some(ratio <= 1.0));
+    last
+}
+
+async fn idle(operator: &Operator, pid: u32, table: &mut Table) {
+    let seconds: u64 = env_or("BENCH_IDLE_SECS", 300);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = requests(operator);
+    let cpu_before = cpu_seconds(pid);
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let writes = writes_delta(&before, &requests(operator));
+    let total: u64 = writes.values().sum();
+    let scenario = format!("2. idle ({seconds} s, Ready config)");
+    // Lease renewals are the only requests while idle; they are leader election, not reconciling.
+    table.add(&scenario, "write requests (leases excluded)", format!("{total} {writes:?}"), "0", Some(total == 0));
+    table.add(&scenario, "operator CPU time", format!("{:.2} s", cpu_seconds(pid) - cpu_before), "", None);
+}
+
+async fn one_change(client: &Client, operator: &Operator, name: &str, table: &mut Table) {
+    let api: Api<NeuronDRAConfig> = Api::all(client.clone());
+    let config = api.get(name).await.unwrap();
+    let namespaces = config.spec.templates.namespaces.clone();
+    let before = requests(operator);
+    let started = Instant::now();
+    let document = config_doc(name, &namespaces, no_nodes(), 8);
+    api.patch(name, &PatchParams::apply("kubectl-bench").force(), &Patch::Apply(&document)).await.unwrap();
+    let ready = wait_ready(&api, name, Duration::from_secs(120)).await.expect("Ready again");
+    tokio::time::sleep(Duration::from_secs(5)).await; // let every follow-up reconcile run
+    let writes = writes_delta(&before, &requests(operator));
+    let total: u64 = writes.values().sum();
+    let expected = 2 * namespaces.len() as u64 + 1;
+    let scenario = "3. one change (a profile's device count)";
+    table.add(
+        scenario,
+        "write requests",
+        format!("{total} {writes:?}"),
+        &format!("{expected} (delete+create per namespace, 1 status)"),
+        Some(total == expected),
+    );
+    table.add(scenario, "time to Ready again", format!("{:.2} s", secs(ready - started)), "", None);
+}
+
+async fn fleet_scale(client: &Client, nodes: usize, table: &mut Table) {
+    let scenario = format!("4. fleet of {nodes} trn2.48xlarge");
+    let prefix = format!("bench{nodes}");
+    let spec = fleet::FleetSpec {
+        prefix: prefix.clone(),
+        count: nodes,
+        instance_type: "trn2.48xlarge".into(),
+        dra_driver_version: fleet::DEFAULT_DRA_DRIVER_VERSION.into(),
+        neuron_driver_version: fleet::DEFAULT_NEURON_DRIVER_VERSION.into(),
+        kubelet_version: fleet::DEFAULT_KUBELET_VERSION.into(),
+    };
+    let started = Instant::now();
+    simulate::create_fleet(client, &spec).await.unwrap();
+    eprintln!("bench: {nodes} nodes and slices created in {:.1}s", secs(started.elapsed()));
+    let kubelet = tokio::spawn(simulate::kubelet(client.clone()));
+    let api: Api<NeuronDRAConfig> = Api::all(client.clone());
+    let ns = namespaces(client, &format!("{prefix}-ns"), 1).await;
+    let name = format!("{prefix}-config");
+    let selector = json!({"matchLabels": {fleet::SIMULATED_LABEL: prefix}});
+
+    // Roll out with one operator, so the DaemonSet is complete before the cold start is measured.
+    let mut first = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: &format!("{prefix}-1"), extra: &[] });
+    api.create(&PostParams::default(), &serde_json::from_value(config_doc(&name, &ns, selector.clone(), 4)).unwrap())
+        .await
+        .unwrap();
+    let rolled = wait_ready(&api, &name, Duration::from_secs(900)).await;
+    eprintln!("bench: rollout to {nodes} nodes: {:?}", rolled.map(|t| secs(t - started)));
+    first.terminate();
+
+    // Cold start: a new process lists everything, then confirms Ready in its first reconcile.
+    let started = Instant::now();
+    let operator = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: &format!("{prefix}-2"), extra: &[] });
+    let pid = operator_pid(&operator);
+    let first_reconcile = loop {
+        let metrics = operator.metrics();
+        let done = metrics
+            .lines()
+            .any(|l| l.starts_with("neuron_dra_operator_reconcile_duration_seconds_count") && !l.ends_with(" 0"));
+        if done && wait_ready(&api, &name, Duration::from_secs(1)).await.is_some() {
+            break started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "no reconcile after start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    table.add(
+        &scenario,
+        "time to first Ready after operator start (cold caches)",
+        format!("{:.2} s", secs(first_reconcile)),
+        "",
+        None,
+    );
+
+    // One device taint until the status shows it, three times.
+    let mut latencies = Vec::new();
+    for k in 0..3 {
+        let node = spec.node_name(nodes / 2 + k);
+        let started = Instant::now();
+        simulate::fault(client, FaultKind::Taint, &node, None, TaintEffect::NoExecute).await.unwrap();
+        loop {
+            let status = api.get(&name).await.unwrap().status.unwrap_or_default();
+            if status.unhealthy_devices.iter().any(|d| d.node == node) {
+                latencies.push(secs(started.elapsed()));
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(120), "taint never showed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let latency = median(&mut latencies);
+    table.add(
+        &scenario,
+        "one device taint → status (median of 3)",
+        format!("{latency:.2} s"),
+        "< 2 s",
+        Some(latency < 2.0),
+    );
+
+    // Fill the bounded lists (60 tainted devices, 60 nodes without a slice), then weigh the status.
+    for k in 0..60 {
+        simulate::fault(client, FaultKind::Taint, &spec.node_name(k), None, TaintEffect::NoSchedule).await.unwrap();
+        simulate::fault(client, FaultKind::NoSlice, &spec.node_name(nodes - 1 - k), None, TaintEffect::NoSchedule)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let config = api.get(&name).await.unwrap();
+    let status = config.status.unwrap_or_default();
+    let size = serde_json::to_vec(&status).unwrap().len() as f64 / 1024.0;
+    table.add(
+        &scenario,
+        "status size (63 unhealthy devices, 60 node issues)",
+        format!("{size:.1} KiB ({} + {} listed)", status.unhealthy_devices.len(), status.node_issues.len()),
+        "< 64 KiB",
+        Some(size < 64.0),
+    );
+    let rss = peak_rss_mib(pid);
+    table.add(
+        &scenario,
+        "operator peak RSS",
+        format!("{rss:.0} MiB"),
+        if nodes >= 5000 { "< 150 MiB" } else { "" },
+        (nodes >= 5000).then_some(rss < 150.0),
+    );
+
+    drop(operator);
+    kubelet.abort();
+    api.delete(&name, &DeleteParams::default()).await.ok();
+    simulate::clear(client, Some(&prefix)).await.unwrap();
+}
+
+fn operator_pid(operator: &Operator) -> u32 {
+    operator.pid().expect("operator running")
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` compatibility
+    }
+    let client = cluster::admin().await;
+    let machine = std::process::Command::new("nproc")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    eprintln!("bench: {machine} cores; operator {}", env!("CARGO_BIN_EXE_neuron-dra-operator"));
+    let mut table = Table::default();
+
+    let operator = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: "bench", extra: &[] });
+    let pid = operator_pid(&operator);
+    let ready_config = apply_to_ready(&client, &mut table).await;
+    idle(&operator, pid, &mut table).await;
+    one_change(&client, &operator, &ready_config, &mut table).await;
+    drop(operator);
+    Api::<NeuronDRAConfig>::all(client.clone()).delete(&ready_config, &DeleteParams::default()).await.ok();
+
+    let scales: String = env_or("BENCH_SCALES", "1000,5000".to_string());
+    for nodes in scales.split(',').filter_map(|n| n.trim().parse().ok()) {
+        fleet_scale(&client, nodes, &mut table).await;
+    }
+    table.print();
+}
