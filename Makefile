@@ -5,7 +5,14 @@ KUBECONFIG_LOCAL := $(CURDIR)/target/controlplane/kubeconfig
 
 include hack/controlplane.mk
 
-.PHONY: build release lint test unit-test crds bench
+.PHONY: build release lint test unit-test crds bench demo demo-down
+
+## The main job on one machine: control plane, simulated fleet, operator, the mixed sample, one faulty device.
+demo:
+	hack/demo.sh
+
+demo-down:
+	hack/demo.sh down
 
 build:
 	$(CARGO) build --locked

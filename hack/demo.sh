@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# `make demo`: the operator's main job on one machine. Starts the local control plane (building it the first time),
+# simulates a small mixed Trainium fleet, runs the operator under its shipped RBAC, applies the mixed sample, breaks
+# one device, and shows what a platform engineer would look at. Leaves everything running; `make demo-down` stops it.
+#
+#   hack/demo.sh        run the demo (safe to run again)
+#   hack/demo.sh down   stop the operator, the simulated kubelet and the control plane
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STATE="${ROOT}/target/demo"
+BIN="${ROOT}/target/release/neuron-dra-operator"
+export KUBECONFIG="${ROOT}/target/controlplane/kubeconfig"
+CONFIG=trainium
+FAULTY_NODE=demo-trn2-1
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+stop_demo_processes() {
+  for name in operator kubelet; do
+    if [[ -f "${STATE}/${name}.pid" ]]; then
+      kill "$(cat "${STATE}/${name}.pid")" 2>/dev/null || true
+      rm -f "${STATE}/${name}.pid"
+    fi
+  done
+}
+
+if [[ "${1:-}" == "down" ]]; then
+  stop_demo_processes
+  "${ROOT}/hack/controlplane.sh" down
+  exit 0
+fi
+
+mkdir -p "${STATE}"
+stop_demo_processes
+
+say "Building the operator (cargo build --release)"
+(cd "${ROOT}" && cargo build --release --locked --quiet)
+
+say "Starting the local control plane (the first run builds Kubernetes from Go modules: about 8 minutes)"
+"${ROOT}/hack/controlplane.sh" up
+
+say "Installing the CRD and the operator's RBAC"
+kubectl apply --server-side -f "${ROOT}/crds/neurondra.io_neurondraconfigs.yaml" >/dev/null
+kubectl wait --for=condition=Established crd/neurondraconfigs.neurondra.io --timeout=60s >/dev/null
+kubectl create namespace neuron-dra-operator-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -k "${ROOT}/config/rbac" >/dev/null
+
+say "Simulating a fleet: 4 trn2.48xlarge, 2 trn1.32xlarge, one UltraServer of 4 trn2u.48xlarge"
+"${BIN}" simulate fleet --count 4 --instance-type trn2.48xlarge --prefix demo-trn2
+"${BIN}" simulate fleet --count 2 --instance-type trn1.32xlarge --prefix demo-trn1
+"${BIN}" simulate fleet --count 4 --instance-type trn2u.48xlarge --prefix demo-us
+"${BIN}" simulate fault clear --node "${FAULTY_NODE}" >/dev/null
+nohup "${BIN}" simulate kubelet >"${STATE}/kubelet.log" 2>&1 &
+echo $! >"${STATE}/kubelet.pid"
+
+say "Running the operator as its ServiceAccount (token from the TokenRequest API)"
+server="$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')"
+ca="$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+token="$(kubectl create token neuron-dra-operator -n neuron-dra-operator-system --duration=24h)"
+cat >"${STATE}/operator.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
+users: [{name: operator, user: {token: "${token}"}}]
+contexts: [{name: operator, context: {cluster: local, user: operator}}]
+current-context: operator
+EOF
+metrics_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+KUBECONFIG="${STATE}/operator.kubeconfig" nohup "${BIN}" run --metrics-addr "127.0.0.1:${metrics_port}" \
+  --lease-namespace neuron-dra-operator-system >"${STATE}/operator.log" 2>&1 &
+echo $! >"${STATE}/operator.pid"
+echo "operator pid $(cat "${STATE}/operator.pid"), metrics on http://127.0.0.1:${metrics_port}/metrics, log ${STATE}/operator.log"
+
+say "Applying samples/mixed.yaml (templates for team-a, team-b and every namespace labelled neurondra.io/templates=enabled)"
+for ns in team-a team-b ml-research; do
+  kubectl create namespace "${ns}" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+done
+kubectl label namespace ml-research neurondra.io/templates=enabled --overwrite >/dev/null
+kubectl apply -f "${ROOT}/samples/mixed.yaml"
+kubectl wait --for=condition=Ready "ndc/${CONFIG}" --timeout=180s
+
+say "Injecting a fault: a NoExecute taint on one device of ${FAULTY_NODE}"
+"${BIN}" simulate fault taint --node "${FAULTY_NODE}" --effect NoExecute
+kubectl wait --for=jsonpath='{.status.devices.unhealthy}'=1 "ndc/${CONFIG}" --timeout=60s >/dev/null
+
+say "kubectl get ndc"
+kubectl get ndc
+
+say "The generated ResourceClaimTemplates"
+kubectl get resourceclaimtemplates -A -l app.kubernetes.io/managed-by=neuron-dra-operator
+
+say "Device health in the status"
+kubectl get ndc "${CONFIG}" -o jsonpath='{range .status.conditions[*]}{.type}={.status} ({.reason}){"\n"}{end}'
+echo "unhealthy devices:"
+kubectl get ndc "${CONFIG}" -o jsonpath='{range .status.unhealthyDevices[*]}  {.node}/{.device}: {.reason} ({.effect}){"\n"}{end}'
+
+say "A pod that uses a template: all an ML engineer writes"
+pod="$(cat <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pretrain-0
+  namespace: team-a
+spec:
+  containers:
+  - name: train
+    image: public.ecr.aws/neuron/pytorch-training-neuronx:2.8.0-neuronx-py311-sdk2.26.0-ubuntu22.04
+    command: ["torchrun", "train.py"]
+    resources:
+      claims:
+      - name: neurons
+  resourceClaims:
+  - name: neurons
+    resourceClaimTemplateName: pretrain
+EOF
+)"
+echo "${pod}"
+echo "${pod}" | kubectl apply --dry-run=server -f -
+
+say "Done. The control plane, the operator and the simulated kubelet keep running:"
+echo "export KUBECONFIG=${KUBECONFIG}"
+echo "stop everything with: make demo-down"
