@@ -5,8 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
+use k8s_openapi::api::core::v1::Affinity;
 use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 use kube::ResourceExt;
 
@@ -15,6 +14,7 @@ use crate::build::NEURON_DRIVER;
 use crate::catalog;
 use crate::conflict::selects_node;
 use crate::status::Health;
+use crate::view::{DeviceView, NodeView, PodView, SliceView};
 
 /// Entries kept in `unhealthyDevices` and in `nodeIssues` each.
 pub const MAX_LISTED: usize = 50;
@@ -27,17 +27,14 @@ pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
 pub const NEURON_HEALTH: &str = "NeuronHealth";
 pub const DRIVER_VERSION_MISMATCH: &str = "DriverVersionMismatch";
 
-/// Attributes health reads; the rest of a slice is dropped before caching (memory at thousands of nodes).
-pub const KEPT_ATTRIBUTES: [&str; 3] = ["deviceId", "resourceType", "draDriverVersion"];
-
 /// What the cluster shows, indexed for one assessment.
 pub struct Inputs<'a> {
     pub spec: &'a NeuronDRAConfigSpec,
-    pub nodes: &'a [Arc<Node>],
+    pub nodes: &'a [Arc<NodeView>],
     /// The driver's slices, by node name.
-    pub slices: &'a HashMap<String, Vec<Arc<ResourceSlice>>>,
+    pub slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
     /// This config's plugin pods, by node name.
-    pub plugin_pods: &'a HashMap<String, Arc<Pod>>,
+    pub plugin_pods: &'a HashMap<String, Arc<PodView>>,
     pub taint_rules: &'a [Arc<DeviceTaintRule>],
     /// Whether this config's DaemonSet is applied (else plugin pods are not expected).
     pub plugin_expected: bool,
@@ -79,19 +76,17 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             ));
             continue;
         }
-        let published: Vec<(&ResourceSlice, &Device)> = slices
+        let published: Vec<(&SliceView, &DeviceView)> = slices
             .iter()
-            .flat_map(|s| s.spec.devices.iter().flatten().map(move |d| (s.as_ref(), d)))
-            .filter(|(_, d)| string_attribute(d, "resourceType").is_none_or(|t| t == "neuron_device"))
+            .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d)))
+            .filter(|(_, d)| d.resource_type().is_none_or(|t| t == "neuron_device"))
             .collect();
         summary.total += expected.max(published.len() as i64);
 
         let mut versions = BTreeSet::new();
         for (slice, device) in &published {
-            if let Some(version) =
-                device.attributes.as_ref().and_then(|a| a.get("draDriverVersion")).and_then(|a| a.version.clone())
-            {
-                versions.insert(version);
+            if let Some(version) = device.dra_driver_version() {
+                versions.insert(version.to_string());
             }
             if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
                 summary.unhealthy += 1;
@@ -101,7 +96,7 @@ pub fn assess(inputs: &Inputs) -> Assessment {
                 ));
             }
         }
-        let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| int_attribute(d, "deviceId")).collect();
+        let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| d.device_id()).collect();
         let missing = expected - published.len() as i64;
         if missing > 0 {
             summary.unhealthy += missing;
@@ -152,13 +147,13 @@ fn issue(node: &str, reason: &str, message: String) -> NodeIssue {
     NodeIssue { node: node.to_string(), reason: reason.to_string(), message }
 }
 
-fn node_issues(node: &Node, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
+fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
     let name = node.name_any();
-    let status = node.status.as_ref();
+    let status = &node.status;
     if inputs.plugin_expected {
         match inputs.plugin_pods.get(&name) {
             None => issues.push(issue(&name, PLUGIN_NOT_READY, "no kubelet-plugin pod on this node".into())),
-            Some(pod) if !pod_ready(pod) => issues.push(issue(
+            Some(pod) if !pod.ready() => issues.push(issue(
                 &name,
                 PLUGIN_NOT_READY,
                 format!("kubelet-plugin pod {} is not ready", pod.name_any()),
@@ -167,14 +162,11 @@ fn node_issues(node: &Node, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
         }
     }
     let legacy = ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
-    if let Some(resource) =
-        status.and_then(|s| s.allocatable.as_ref()).and_then(|a| legacy.iter().find(|r| a.contains_key(**r)))
-    {
+    if let Some(resource) = legacy.iter().find(|r| status.allocatable.iter().any(|a| a == *r)) {
         issues.push(issue(&name, LEGACY_DEVICE_PLUGIN, format!("the legacy Neuron device plugin advertises {resource} here: devices may be allocated twice; remove it from DRA nodes")));
     }
-    if let Some(version) = status.and_then(|s| s.node_info.as_ref()).map(|i| i.kubelet_version.as_str())
-        && kubelet_has_dra_regression(version)
-    {
+    let version = status.node_info.kubelet_version.as_str();
+    if kubelet_has_dra_regression(version) {
         issues.push(issue(
             &name,
             KUBELET_DRA_REGRESSION,
@@ -183,7 +175,7 @@ fn node_issues(node: &Node, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
             ),
         ));
     }
-    for condition in status.and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+    for condition in &status.conditions {
         if condition.type_ == NEURON_HEALTH && condition.status == "True" {
             let reason = condition.reason.clone().unwrap_or_default();
             let message = condition.message.clone().unwrap_or_default();
@@ -192,23 +184,15 @@ fn node_issues(node: &Node, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
     }
 }
 
-/// The node a plugin pod runs on, or (unbound) the one its DaemonSet affinity pins it to.
-pub fn pod_node(pod: &Pod) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
-    if let Some(node) = &spec.node_name {
-        return Some(node.clone());
-    }
-    let affinity = spec.affinity.as_ref()?.node_affinity.as_ref()?;
-    let terms = &affinity.required_during_scheduling_ignored_during_execution.as_ref()?.node_selector_terms;
-    let field = terms.iter().flat_map(|t| t.match_fields.iter().flatten()).find(|f| f.key == "metadata.name")?;
+/// The node a DaemonSet pod's affinity pins it to (the `metadata.name` field it requires).
+pub fn pinned_node(affinity: &Affinity) -> Option<String> {
+    let required = affinity.node_affinity.as_ref()?.required_during_scheduling_ignored_during_execution.as_ref()?;
+    let field = required
+        .node_selector_terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|f| f.key == "metadata.name")?;
     field.values.as_ref()?.first().cloned()
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// kubelets 1.34.0 and 1.34.1 (any build suffix) have the DRA regression.
@@ -226,23 +210,15 @@ pub fn image_version(image: &str) -> Option<String> {
     (tag.split('.').count() == 3 && tag.split('.').all(|p| p.parse::<u64>().is_ok())).then(|| tag.to_string())
 }
 
-fn string_attribute<'a>(device: &'a Device, key: &str) -> Option<&'a str> {
-    device.attributes.as_ref()?.get(key)?.string.as_deref()
-}
-
-fn int_attribute(device: &Device, key: &str) -> Option<i64> {
-    device.attributes.as_ref()?.get(key)?.int
-}
-
 /// The first NoSchedule/NoExecute taint on a device, from its slice or a matching DeviceTaintRule:
 /// (reason = taint key, effect, time added as seconds).
 fn taint_of(
-    slice: &ResourceSlice,
-    device: &Device,
+    slice: &SliceView,
+    device: &DeviceView,
     rules: &[Arc<DeviceTaintRule>],
 ) -> Option<(String, String, Option<i64>)> {
     let effective = |effect: &str| matches!(effect, "NoSchedule" | "NoExecute");
-    if let Some(t) = device.taints.iter().flatten().find(|t| effective(&t.effect)) {
+    if let Some(t) = device.taints.iter().find(|t| effective(&t.effect)) {
         return Some((t.key.clone(), t.effect.clone(), t.time_added.as_ref().map(|t| t.0.as_second())));
     }
     rules.iter().find(|rule| effective(&rule.spec.taint.effect) && rule_matches(rule, slice, device)).map(|rule| {
@@ -254,7 +230,7 @@ fn taint_of(
 
 /// Driver, pool and device name must match where set. Rules with CEL selectors are not evaluated here (they would
 /// need a CEL runtime) and count only when they also name the device.
-fn rule_matches(rule: &DeviceTaintRule, slice: &ResourceSlice, device: &Device) -> bool {
+fn rule_matches(rule: &DeviceTaintRule, slice: &SliceView, device: &DeviceView) -> bool {
     let Some(selector) = rule.spec.device_selector.as_ref() else { return true };
     let same = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
     let has_cel = selector.selectors.as_ref().is_some_and(|s| !s.is_empty());
@@ -264,59 +240,12 @@ fn rule_matches(rule: &DeviceTaintRule, slice: &ResourceSlice, device: &Device) 
         && (!has_cel || selector.device.is_some())
 }
 
-/// Keeps only what `assess` reads of a slice.
-pub fn trim_slice(slice: &mut ResourceSlice) {
-    slice.metadata.managed_fields = None;
-    slice.metadata.annotations = None;
-    for device in slice.spec.devices.iter_mut().flatten() {
-        if let Some(attributes) = device.attributes.as_mut() {
-            attributes.retain(|key, _| KEPT_ATTRIBUTES.contains(&key.as_str()));
-        }
-    }
-}
-
-/// Keeps only what the operator reads of a plugin pod: labels, node and readiness.
-pub fn trim_pod(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    pod.metadata.annotations = None;
-    pod.metadata.owner_references = None;
-    if let Some(spec) = pod.spec.as_mut() {
-        *spec = k8s_openapi::api::core::v1::PodSpec {
-            node_name: spec.node_name.take(),
-            affinity: spec.affinity.take(),
-            ..Default::default()
-        };
-    }
-    if let Some(status) = pod.status.as_mut() {
-        *status = k8s_openapi::api::core::v1::PodStatus {
-            conditions: status.conditions.take(),
-            phase: status.phase.take(),
-            ..Default::default()
-        };
-    }
-}
-
-/// Keeps only what the operator reads of a node: labels, allocatable, conditions and node info.
-pub fn trim_node(node: &mut Node) {
-    node.metadata.managed_fields = None;
-    node.metadata.annotations = None;
-    node.spec = None;
-    if let Some(status) = node.status.as_mut() {
-        status.images = None;
-        status.capacity = None;
-        status.addresses = None;
-        status.volumes_attached = None;
-        status.volumes_in_use = None;
-        status.daemon_endpoints = None;
-        status.features = None;
-        status.runtime_handlers = None;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::simulate::fleet::{self, FleetSpec};
+    use crate::view::{node_view, pod_view, slice_view};
+    use k8s_openapi::api::core::v1::{Node, Pod};
     use k8s_openapi::api::resource::v1::DeviceTaint;
     use serde_json::json;
 
@@ -333,9 +262,9 @@ mod tests {
 
     struct World {
         spec: NeuronDRAConfigSpec,
-        nodes: Vec<Arc<Node>>,
-        slices: HashMap<String, Vec<Arc<ResourceSlice>>>,
-        pods: HashMap<String, Arc<Pod>>,
+        nodes: Vec<Arc<NodeView>>,
+        slices: HashMap<String, Vec<Arc<SliceView>>>,
+        pods: HashMap<String, Arc<PodView>>,
         rules: Vec<Arc<DeviceTaintRule>>,
     }
 
@@ -350,17 +279,16 @@ mod tests {
             };
             for f in fleets {
                 for i in 0..f.count {
-                    let mut node = fleet::node(f, i);
+                    let mut node: Node = fleet::node(f, i);
                     node.status = Some(serde_json::from_value(fleet::node_status(f)).unwrap());
-                    world.nodes.push(Arc::new(node));
-                    let mut slice = fleet::resource_slice(f, i, None);
-                    trim_slice(&mut slice);
-                    world.slices.insert(f.node_name(i), vec![Arc::new(slice)]);
+                    world.nodes.push(Arc::new(node_view(&node)));
+                    let slice = fleet::resource_slice(f, i, None);
+                    world.slices.insert(f.node_name(i), vec![Arc::new(slice_view(&slice))]);
                     let pod: Pod =
                         serde_json::from_value(json!({"metadata": {"name": format!("p-{}", f.node_name(i))},
                         "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
                         .unwrap();
-                    world.pods.insert(f.node_name(i), Arc::new(pod));
+                    world.pods.insert(f.node_name(i), Arc::new(pod_view(&pod)));
                 }
             }
             world
@@ -377,11 +305,11 @@ mod tests {
             })
         }
 
-        fn slice_mut(&mut self, node: &str) -> &mut ResourceSlice {
+        fn slice_mut(&mut self, node: &str) -> &mut SliceView {
             Arc::make_mut(&mut self.slices.get_mut(node).unwrap()[0])
         }
 
-        fn node_mut(&mut self, node: &str) -> &mut Node {
+        fn node_mut(&mut self, node: &str) -> &mut NodeView {
             Arc::make_mut(self.nodes.iter_mut().find(|n| n.name_any() == node).unwrap())
         }
     }
@@ -399,9 +327,9 @@ mod tests {
     #[test]
     fn a_tainted_device_is_unhealthy_with_its_key_and_effect() {
         let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
-        let device = &mut world.slice_mut("a-1").spec.devices.as_mut().unwrap()[3];
+        let device = &mut world.slice_mut("a-1").spec.devices[3];
         device.taints =
-            Some(vec![DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }]);
+            vec![DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }];
         let health = world.assess().health;
         assert_eq!(health.summary.unhealthy, 1);
         assert_eq!(
@@ -432,7 +360,7 @@ mod tests {
     #[test]
     fn a_dropped_device_is_missing_by_id() {
         let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
-        world.slice_mut("a-0").spec.devices.as_mut().unwrap().remove(5);
+        world.slice_mut("a-0").spec.devices.remove(5);
         let health = world.assess().health;
         assert_eq!(health.summary.total, 32);
         assert_eq!(health.summary.unhealthy, 1);
@@ -445,14 +373,10 @@ mod tests {
         let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
         world.slices.remove("a-0");
         world.pods.remove("a-1");
-        let node = world.node_mut("a-1");
-        let status = node.status.as_mut().unwrap();
-        status.allocatable.as_mut().unwrap().insert(
-            "aws.amazon.com/neuron".into(),
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity("16".into()),
-        );
-        status.node_info.as_mut().unwrap().kubelet_version = "v1.34.1-eks-abc".into();
-        status.conditions.as_mut().unwrap().push(serde_json::from_value(json!({"type": "NeuronHealth", "status": "True", "reason": "NeuronHasError_DMA_ERROR", "message": "dma"})).unwrap());
+        let status = &mut world.node_mut("a-1").status;
+        status.allocatable.push("aws.amazon.com/neuron".into());
+        status.node_info.kubelet_version = "v1.34.1-eks-abc".into();
+        status.conditions.push(serde_json::from_value(json!({"type": "NeuronHealth", "status": "True", "reason": "NeuronHasError_DMA_ERROR", "message": "dma"})).unwrap());
         world.spec.driver.image = "public.ecr.aws/neuron/neuron-dra-driver:1.2.0".into();
         let health = world.assess().health;
         let reasons: Vec<(String, String)> =

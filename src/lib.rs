@@ -19,3 +19,4 @@ pub mod simulate;
 pub mod status;
 pub mod telemetry;
 pub mod validate;
+pub mod view;

@@ -178,7 +178,10 @@ async fn deleting_the_config_removes_everything_it_created() {
     let s = Scenario::with_operator("cleanup").await;
     let a = s.namespace("a", &[]).await;
     let b = s.namespace("b", &[]).await;
-    s.apply(&s.config(&s.id, small_spec(&[&a, &b]))).await.unwrap();
+    let class = format!("{}.example.com", s.id);
+    let mut spec = small_spec(&[&a, &b]);
+    spec["deviceClassName"] = json!(class);
+    s.apply(&s.config(&s.id, spec)).await.unwrap();
     let config = s.wait_ready(&s.id).await;
     assert!(config.finalizers().contains(&neuron_dra_operator::controller::FINALIZER.to_string()));
     let plugin = format!("neuron-dra-{}", s.id);
@@ -193,6 +196,8 @@ async fn deleting_the_config_removes_everything_it_created() {
     assert!(Api::<ServiceAccount>::namespaced(s.client.clone(), &driver_ns).get_opt(&plugin).await.unwrap().is_none());
     assert!(Api::<ClusterRole>::all(s.client.clone()).get_opt(&plugin).await.unwrap().is_none());
     assert!(Api::<ClusterRoleBinding>::all(s.client.clone()).get_opt(&plugin).await.unwrap().is_none());
+    // Its DeviceClass had no other owner: it goes too.
+    assert!(Api::<DeviceClass>::all(s.client.clone()).get_opt(&class).await.unwrap().is_none());
     // The driver namespace was created by the operator: it goes too (or is terminating).
     let ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(s.client.clone()).get_opt(&driver_ns).await.unwrap();
     assert!(ns.is_none_or(|n| n.meta().deletion_timestamp.is_some()));
@@ -216,11 +221,15 @@ async fn two_configs_that_overlap_do_not_fight_the_older_wins() {
     node(&s, &node_name).await;
     let old = format!("{}-old", s.id);
     let new = format!("{}-new", s.id);
-    s.apply(&s.config(&old, small_spec(&[&ns]))).await.unwrap();
+    let class = format!("{}.example.com", s.id);
+    let mut old_spec = small_spec(&[&ns]);
+    old_spec["deviceClassName"] = json!(class);
+    s.apply(&s.config(&old, old_spec)).await.unwrap();
     s.wait_condition(&old, "ConfigValid", "True").await;
     tokio::time::sleep(Duration::from_millis(1100)).await; // creation times are in seconds
     let mut spec = small_spec(&[&ns]);
     spec["profiles"] = json!([{"name": "train", "training": {"devices": 16}}, {"name": "other", "training": {}}]);
+    spec["deviceClassName"] = json!(class);
     s.apply(&s.config(&new, spec)).await.unwrap();
     let newer = s.wait_condition(&new, "ConfigValid", "False").await;
     let (_, reason, message) = condition(&newer, "ConfigValid");
@@ -237,9 +246,20 @@ async fn two_configs_that_overlap_do_not_fight_the_older_wins() {
     assert!(ds.get_opt(&format!("neuron-dra-{new}")).await.unwrap().is_none());
     let older = s.configs().get(&old).await.unwrap();
     assert_eq!(condition(&older, "ConfigValid").0, "True");
-    // Removing the older config hands everything to the newer one.
+    // Both own the shared DeviceClass.
+    let classes: Api<DeviceClass> = Api::all(s.client.clone());
+    eventually(TIMEOUT, "two owners of the DeviceClass", || async {
+        (classes.get_opt(&class).await.ok()??.owner_references().len() == 2).then_some(())
+    })
+    .await;
+    // Removing the older config hands everything to the newer one; the DeviceClass stays for it.
     s.delete_config(&old).await;
     s.wait_condition(&new, "ConfigValid", "True").await;
+    eventually(TIMEOUT, "the DeviceClass kept for the remaining config", || async {
+        let owners = classes.get_opt(&class).await.ok()??.owner_references().to_vec();
+        (owners.len() == 1 && owners[0].name == new).then_some(())
+    })
+    .await;
     eventually(TIMEOUT, "train taken over", || async {
         let t = s.templates(&ns).get_opt("train").await.ok()??;
         (t.labels().get("neurondra.io/config") == Some(&new)).then_some(())

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
@@ -27,6 +27,7 @@ use crate::api::NeuronDRAConfig;
 use crate::apply::ApplyError;
 use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::telemetry::{ErrorLabels, Metrics, Readiness};
+use crate::view::{NodeView, PodView, SliceView, trim_meta, trim_pod};
 
 pub use reconcile::FINALIZER;
 
@@ -37,7 +38,7 @@ pub type GuardedConfig = DeserializeGuard<NeuronDRAConfig>;
 #[derive(Clone)]
 pub struct Stores {
     pub configs: Store<GuardedConfig>,
-    pub nodes: Store<Node>,
+    pub nodes: Store<NodeView>,
     pub namespaces: Store<Namespace>,
     pub daemon_sets: Store<DaemonSet>,
     pub templates: Store<ResourceClaimTemplate>,
@@ -46,11 +47,11 @@ pub struct Stores {
     pub cluster_role_bindings: Store<ClusterRoleBinding>,
     pub device_classes: Store<DeviceClass>,
     /// The Neuron driver's ResourceSlices, trimmed to what health reads.
-    pub slices: Store<ResourceSlice>,
+    pub slices: Store<SliceView>,
     /// Empty (and ready) where the cluster does not serve `resource.k8s.io/v1alpha3`.
     pub taint_rules: Store<DeviceTaintRule>,
     /// The kubelet-plugin pods of every config.
-    pub plugin_pods: Store<Pod>,
+    pub plugin_pods: Store<PodView>,
 }
 
 impl Stores {
@@ -272,9 +273,12 @@ fn owner_config<K: Resource>(object: &K) -> Option<ObjectRef<GuardedConfig>> {
     object.labels().get(LABEL_CONFIG).map(|name| ObjectRef::new(name))
 }
 
-/// Every config (namespaces, nodes and shared objects can matter to any of them).
-fn all_configs(configs: &Store<GuardedConfig>) -> Vec<ObjectRef<GuardedConfig>> {
-    configs.state().iter().map(|c| ObjectRef::from_obj(c.as_ref())).collect()
+/// A mapper to every config (namespaces, nodes, slices and shared objects can matter to any of them).
+fn to_all_configs<K>(
+    configs: &Store<GuardedConfig>,
+) -> impl Fn(K) -> Vec<ObjectRef<GuardedConfig>> + Send + Sync + 'static {
+    let configs = configs.clone();
+    move |_| configs.state().iter().map(|c| ObjectRef::from_obj(c.as_ref())).collect()
 }
 
 pub async fn run_controller(
@@ -295,15 +299,15 @@ pub async fn run_controller(
     );
     let configs = controller.store();
 
+    // Nodes, slices and plugin pods come by the thousand: cached as compact views (see `view`).
     let (nodes, nodes_stream) =
-        cached_trimmed(Api::<Node>::all(client.clone()), watcher::Config::default(), crate::health::trim_node);
+        cached_trimmed(Api::<NodeView>::all(client.clone()), watcher::Config::default(), trim_meta);
     let (slices, slices_stream) = cached_trimmed(
-        Api::<ResourceSlice>::all(client.clone()),
+        Api::<SliceView>::all(client.clone()),
         watcher::Config::default().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
-        crate::health::trim_slice,
+        trim_meta,
     );
-    let (plugin_pods, pods_stream) =
-        cached_trimmed(Api::<Pod>::all(client.clone()), managed.clone(), crate::health::trim_pod);
+    let (plugin_pods, pods_stream) = cached_trimmed(Api::<PodView>::all(client.clone()), managed.clone(), trim_pod);
     let (taint_rules, rules_stream) = if serves_taint_rules(&client).await {
         let (store, stream) = cached(Api::<DeviceTaintRule>::all(client.clone()), watcher::Config::default());
         (store, Some(stream))
@@ -353,28 +357,13 @@ pub async fn run_controller(
         .watches_stream(sa_stream, |o| owner_config(&o))
         .watches_stream(cr_stream, |o| owner_config(&o))
         .watches_stream(crb_stream, |o| owner_config(&o))
-        .watches_stream(dc_stream, {
-            let c = configs.clone();
-            move |_| all_configs(&c)
-        })
-        .watches_stream(namespaces_stream, {
-            let c = configs.clone();
-            move |_| all_configs(&c)
-        })
-        .watches_stream(nodes_stream, {
-            let c = configs.clone();
-            move |_| all_configs(&c)
-        })
-        .watches_stream(slices_stream, {
-            let c = configs.clone();
-            move |_| all_configs(&c)
-        })
+        .watches_stream(dc_stream, to_all_configs(&configs))
+        .watches_stream(namespaces_stream, to_all_configs(&configs))
+        .watches_stream(nodes_stream, to_all_configs(&configs))
+        .watches_stream(slices_stream, to_all_configs(&configs))
         .watches_stream(pods_stream, |o| owner_config(&o));
     let controller = match rules_stream {
-        Some(stream) => controller.watches_stream(stream, {
-            let c = configs.clone();
-            move |_| all_configs(&c)
-        }),
+        Some(stream) => controller.watches_stream(stream, to_all_configs(&configs)),
         None => controller,
     }
     .graceful_shutdown_on(stop);

@@ -1,13 +1,13 @@
 //! One reconcile of one config: observe (caches) → validate → build → apply → status.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
@@ -26,6 +26,7 @@ use crate::health;
 use crate::status::{self, Observation, Rollout, Validity};
 use crate::telemetry::{ConfigLabels, seconds};
 use crate::validate::{ValidatedConfig, validate};
+use crate::view::{PodView, SliceView};
 
 pub const FINALIZER: &str = "neurondra.io/cleanup";
 
@@ -321,6 +322,42 @@ fn spec_hash(template: &ResourceClaimTemplate) -> Option<&String> {
     template.annotations().get(ANNOTATION_SPEC_HASH)
 }
 
+/// The API to write an object of a kind through: in its namespace for namespaced kinds, cluster-wide otherwise.
+trait ApiFor: Resource<DynamicType = ()> + Sized {
+    fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self>;
+}
+
+macro_rules! api_for {
+    (namespaced: $($namespaced:ty),*; cluster: $($cluster:ty),*) => {
+        $(impl ApiFor for $namespaced {
+            fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self> {
+                Api::namespaced(client.clone(), namespace.unwrap_or_default())
+            }
+        })*
+        $(impl ApiFor for $cluster {
+            fn api(client: &kube::Client, _: Option<&str>) -> Api<Self> {
+                Api::all(client.clone())
+            }
+        })*
+    };
+}
+
+api_for!(namespaced: ServiceAccount, DaemonSet, ResourceClaimTemplate; cluster: Namespace, ClusterRole, ClusterRoleBinding, DeviceClass);
+
+fn api_for<K: ApiFor>(client: &kube::Client, object: &K) -> Api<K> {
+    K::api(client, object.meta().namespace.as_deref())
+}
+
+/// Applies one object unless its cached copy already holds it, and records what happened.
+async fn ensure_cached<K>(ctx: &Context, report: &mut Report, store: &Store<K>, desired: &K, manager: &str)
+where
+    K: ApiFor + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug + 'static,
+{
+    let existing = cached(store, &desired.name_any(), desired.meta().namespace.as_deref());
+    let outcome = ctx.applier.ensure(&api_for(&ctx.client, desired), desired, existing.as_deref(), manager).await;
+    report.record(kind_key(desired), outcome);
+}
+
 /// Applies in a fixed order: Namespace, ServiceAccount, RBAC, DeviceClass, DaemonSet, templates.
 async fn apply_desired(
     validated: &ValidatedConfig,
@@ -329,72 +366,18 @@ async fn apply_desired(
     ctx: &Context,
     report: &mut Report,
 ) {
-    let client = &ctx.client;
     let stores = &ctx.stores;
-    let driver_ns = &validated.spec.driver.namespace;
-
     // An existing namespace is used as it is: the operator only creates (and later deletes) its own.
-    if stores.namespaces.get(&ObjectRef::new(driver_ns)).is_none() {
-        let outcome =
-            ctx.applier.ensure(&Api::<Namespace>::all(client.clone()), &desired.namespace, None, MANAGER).await;
-        report.record(kind_key(&desired.namespace), outcome);
+    if stores.namespaces.get(&ObjectRef::new(&validated.spec.driver.namespace)).is_none() {
+        ensure_cached(ctx, report, &stores.namespaces, &desired.namespace, MANAGER).await;
     }
-    let sa = &desired.service_account;
-    let outcome = ctx
-        .applier
-        .ensure(
-            &Api::<ServiceAccount>::namespaced(client.clone(), driver_ns),
-            sa,
-            cached(&stores.service_accounts, &sa.name_any(), Some(driver_ns)).as_deref(),
-            MANAGER,
-        )
-        .await;
-    report.record(kind_key(sa), outcome);
-    let role = &desired.cluster_role;
-    let outcome = ctx
-        .applier
-        .ensure(
-            &Api::<ClusterRole>::all(client.clone()),
-            role,
-            cached(&stores.cluster_roles, &role.name_any(), None).as_deref(),
-            MANAGER,
-        )
-        .await;
-    report.record(kind_key(role), outcome);
-    let binding = &desired.cluster_role_binding;
-    let outcome = ctx
-        .applier
-        .ensure(
-            &Api::<ClusterRoleBinding>::all(client.clone()),
-            binding,
-            cached(&stores.cluster_role_bindings, &binding.name_any(), None).as_deref(),
-            MANAGER,
-        )
-        .await;
-    report.record(kind_key(binding), outcome);
-    let class = &desired.device_class;
-    let outcome = ctx
-        .applier
-        .ensure(
-            &Api::<DeviceClass>::all(client.clone()),
-            class,
-            cached(&stores.device_classes, &class.name_any(), None).as_deref(),
-            &shared_manager(&validated.name),
-        )
-        .await;
-    report.record(kind_key(class), outcome);
+    ensure_cached(ctx, report, &stores.service_accounts, &desired.service_account, MANAGER).await;
+    ensure_cached(ctx, report, &stores.cluster_roles, &desired.cluster_role, MANAGER).await;
+    ensure_cached(ctx, report, &stores.cluster_role_bindings, &desired.cluster_role_binding, MANAGER).await;
+    let shared = shared_manager(&validated.name);
+    ensure_cached(ctx, report, &stores.device_classes, &desired.device_class, &shared).await;
     if daemon_set_wanted {
-        let ds = &desired.daemon_set;
-        let outcome = ctx
-            .applier
-            .ensure(
-                &Api::<DaemonSet>::namespaced(client.clone(), driver_ns),
-                ds,
-                cached(&stores.daemon_sets, &ds.name_any(), Some(driver_ns)).as_deref(),
-                MANAGER,
-            )
-            .await;
-        report.record(kind_key(ds), outcome);
+        ensure_cached(ctx, report, &stores.daemon_sets, &desired.daemon_set, MANAGER).await;
     }
     apply_templates(&desired.templates, ctx, report).await;
 }
@@ -449,33 +432,32 @@ async fn delete_orphans(
     ctx: &Context,
     report: &mut Report,
 ) {
-    let client = &ctx.client;
     let stores = &ctx.stores;
-    let wanted_templates: BTreeSet<String> = desired.templates.iter().map(key).collect();
-    let mine = |labels: &BTreeMap<String, String>| labels.get(LABEL_CONFIG) == Some(&validated.name);
-
-    for template in stores.templates.state().iter().filter(|t| mine(t.labels())) {
-        if !wanted_templates.contains(&key(template.as_ref())) {
-            let api =
-                Api::<ResourceClaimTemplate>::namespaced(client.clone(), &template.namespace().unwrap_or_default());
-            report.record_delete(kind_key(template.as_ref()), ctx.applier.delete(&api, template.as_ref()).await);
-        }
-    }
-    let wanted_ds = daemon_set_wanted.then(|| key(&desired.daemon_set));
-    for ds in stores.daemon_sets.state().iter().filter(|d| mine(d.labels())) {
-        if Some(key(ds.as_ref())) != wanted_ds {
-            let api = Api::<DaemonSet>::namespaced(client.clone(), &ds.namespace().unwrap_or_default());
-            report.record_delete(kind_key(ds.as_ref()), ctx.applier.delete(&api, ds.as_ref()).await);
-        }
-    }
-    let wanted_sa = key(&desired.service_account);
-    for sa in stores.service_accounts.state().iter().filter(|s| mine(s.labels())) {
-        if key(sa.as_ref()) != wanted_sa {
-            let api = Api::<ServiceAccount>::namespaced(client.clone(), &sa.namespace().unwrap_or_default());
-            report.record_delete(kind_key(sa.as_ref()), ctx.applier.delete(&api, sa.as_ref()).await);
-        }
-    }
+    let name = &validated.name;
+    let templates: BTreeSet<String> = desired.templates.iter().map(key).collect();
+    delete_mine_except(ctx, report, &stores.templates, name, &templates).await;
+    let daemon_sets = daemon_set_wanted.then(|| key(&desired.daemon_set)).into_iter().collect();
+    delete_mine_except(ctx, report, &stores.daemon_sets, name, &daemon_sets).await;
+    let service_accounts = BTreeSet::from([key(&desired.service_account)]);
+    delete_mine_except(ctx, report, &stores.service_accounts, name, &service_accounts).await;
     release_device_classes(validated, Some(&desired.device_class.name_any()), ctx, report).await;
+}
+
+/// Deletes every cached object labelled as this config's whose `namespace/name` is not in `keep`.
+async fn delete_mine_except<K>(
+    ctx: &Context,
+    report: &mut Report,
+    store: &Store<K>,
+    config: &str,
+    keep: &BTreeSet<String>,
+) where
+    K: ApiFor + Clone + serde::de::DeserializeOwned + std::fmt::Debug + 'static,
+{
+    let mine = store.state().into_iter().filter(|o| o.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config));
+    for object in mine.filter(|o| !keep.contains(&key(o.as_ref()))) {
+        let outcome = ctx.applier.delete(&api_for(&ctx.client, object.as_ref()), object.as_ref()).await;
+        report.record_delete(kind_key(object.as_ref()), outcome);
+    }
 }
 
 /// DeviceClasses this config owns but does not want (all of them when `keep` is None): deleted when no other config
@@ -596,18 +578,18 @@ fn observe(
 fn assess_health(validated: &ValidatedConfig, daemon_set_wanted: bool, ctx: &Context) -> health::Assessment {
     let stores = &ctx.stores;
     let nodes = stores.nodes.state();
-    let mut slices: HashMap<String, Vec<Arc<ResourceSlice>>> = HashMap::new();
+    let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
     for slice in stores.slices.state() {
         if let Some(node) = slice.spec.node_name.clone() {
             slices.entry(node).or_default().push(slice);
         }
     }
-    let plugin_pods: HashMap<String, Arc<Pod>> = stores
+    let plugin_pods: HashMap<String, Arc<PodView>> = stores
         .plugin_pods
         .state()
         .into_iter()
         .filter(|pod| pod.labels().get(LABEL_CONFIG) == Some(&validated.name))
-        .filter_map(|pod| Some((health::pod_node(&pod)?, pod)))
+        .filter_map(|pod| Some((pod.node()?, pod)))
         .collect();
     let taint_rules = stores.taint_rules.state();
     health::assess(&health::Inputs {
@@ -673,33 +655,12 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
     let name = config.name_any();
     let mut report = Report::default();
     let stores = &ctx.stores;
-    let client = &ctx.client;
-    let mine = |labels: &BTreeMap<String, String>| labels.get(LABEL_CONFIG) == Some(&name);
-
-    for t in stores.templates.state().iter().filter(|t| mine(t.labels())) {
-        let api = Api::<ResourceClaimTemplate>::namespaced(client.clone(), &t.namespace().unwrap_or_default());
-        report.record_delete(kind_key(t.as_ref()), ctx.applier.delete(&api, t.as_ref()).await);
-    }
-    for ds in stores.daemon_sets.state().iter().filter(|d| mine(d.labels())) {
-        let api = Api::<DaemonSet>::namespaced(client.clone(), &ds.namespace().unwrap_or_default());
-        report.record_delete(kind_key(ds.as_ref()), ctx.applier.delete(&api, ds.as_ref()).await);
-    }
-    for b in stores.cluster_role_bindings.state().iter().filter(|b| mine(b.labels())) {
-        report.record_delete(
-            kind_key(b.as_ref()),
-            ctx.applier.delete(&Api::<ClusterRoleBinding>::all(client.clone()), b.as_ref()).await,
-        );
-    }
-    for r in stores.cluster_roles.state().iter().filter(|r| mine(r.labels())) {
-        report.record_delete(
-            kind_key(r.as_ref()),
-            ctx.applier.delete(&Api::<ClusterRole>::all(client.clone()), r.as_ref()).await,
-        );
-    }
-    for sa in stores.service_accounts.state().iter().filter(|s| mine(s.labels())) {
-        let api = Api::<ServiceAccount>::namespaced(client.clone(), &sa.namespace().unwrap_or_default());
-        report.record_delete(kind_key(sa.as_ref()), ctx.applier.delete(&api, sa.as_ref()).await);
-    }
+    let nothing = BTreeSet::new();
+    delete_mine_except(ctx, &mut report, &stores.templates, &name, &nothing).await;
+    delete_mine_except(ctx, &mut report, &stores.daemon_sets, &name, &nothing).await;
+    delete_mine_except(ctx, &mut report, &stores.cluster_role_bindings, &name, &nothing).await;
+    delete_mine_except(ctx, &mut report, &stores.cluster_roles, &name, &nothing).await;
+    delete_mine_except(ctx, &mut report, &stores.service_accounts, &name, &nothing).await;
 
     // Shared objects: the DeviceClass goes with its last owner; the driver namespace goes when no other config
     // uses it and the operator created it.
@@ -715,10 +676,8 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
         && !others_use_namespace
         && ns.labels().get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGER)
     {
-        report.record_delete(
-            kind_key(ns.as_ref()),
-            ctx.applier.delete(&Api::<Namespace>::all(client.clone()), ns.as_ref()).await,
-        );
+        let outcome = ctx.applier.delete(&api_for(&ctx.client, ns.as_ref()), ns.as_ref()).await;
+        report.record_delete(kind_key(ns.as_ref()), outcome);
     }
 
     publish_changes(ctx, &config.object_ref(&()), &report).await;

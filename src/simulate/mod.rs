@@ -306,21 +306,32 @@ async fn set_plugin_ready(client: &Client, node_name: &str, ready: bool) -> anyh
     Api::<Node>::all(client.clone()).patch(node_name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     let pods: Api<Pod> = Api::all(client.clone());
     let list = pods.list(&ListParams::default().labels(PLUGIN_POD_LABEL)).await?;
-    for pod in list.items.iter().filter(|p| crate::health::pod_node(p).as_deref() == Some(node_name)) {
+    for pod in list.items.iter().filter(|p| pod_node(p).as_deref() == Some(node_name)) {
         report_pod(client, pod, ready).await?;
     }
     Ok(())
 }
 
+/// The node a plugin pod runs on or is pinned to.
+fn pod_node(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    spec.node_name.clone().or_else(|| crate::health::pinned_node(spec.affinity.as_ref()?))
+}
+
 /// Binds a pending plugin pod and reports its status as the node's kubelet would.
 async fn handle_pod(client: &Client, pod: &Pod) -> anyhow::Result<bool> {
-    let Some(node_name) = crate::health::pod_node(pod) else { return Ok(false) };
+    let Some(node_name) = pod_node(pod) else { return Ok(false) };
     let Some(node) = Api::<Node>::all(client.clone()).get_opt(&node_name).await? else { return Ok(false) };
-    if node.labels().get(SIMULATED_LABEL).is_none() || pod.metadata.deletion_timestamp.is_some() {
+    if node.labels().get(SIMULATED_LABEL).is_none() {
         return Ok(false);
     }
     let namespace = pod.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    if pod.metadata.deletion_timestamp.is_some() {
+        // The kubelet confirms a deletion once the containers have stopped.
+        force_delete(&pods, &pod.name_any()).await?;
+        return Ok(true);
+    }
     if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
         let binding = Binding {
             metadata: ObjectMeta { name: Some(pod.name_any()), ..ObjectMeta::default() },
@@ -432,8 +443,34 @@ pub async fn clear(client: &Client, prefix: Option<&str>) -> anyhow::Result<usiz
     let params = ListParams::default().labels(&selector);
     let nodes: Api<Node> = Api::all(client.clone());
     let slices: Api<ResourceSlice> = Api::all(client.clone());
-    let removed = nodes.list_metadata(&params).await?.items.len();
+    let removed: std::collections::HashSet<String> =
+        nodes.list_metadata(&params).await?.items.iter().map(|n| n.name_any()).collect();
     slices.delete_collection(&DeleteParams::default(), &params).await?;
     nodes.delete_collection(&DeleteParams::default(), &params).await?;
-    Ok(removed)
+    // With their nodes gone no kubelet will confirm the plugin pods' deletion: do it here.
+    let pods: Api<Pod> = Api::all(client.clone());
+    let orphans: Vec<Pod> = pods
+        .list(&ListParams::default().labels(PLUGIN_POD_LABEL))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| pod_node(p).is_some_and(|n| removed.contains(&n)))
+        .collect();
+    futures::stream::iter(orphans)
+        .map(|pod| async move {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+            force_delete(&api, &pod.name_any()).await
+        })
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(removed.len())
+}
+
+async fn force_delete(pods: &Api<Pod>, name: &str) -> anyhow::Result<()> {
+    match pods.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
