@@ -32,17 +32,18 @@ const EXPECTATION_TTL: Duration = Duration::from_secs(10);
 /// template that was just replaced.
 #[derive(Default)]
 pub struct Expectations {
-    /// `Kind/namespace/name` → resourceVersion written (None: deleted), and when.
+    /// `Kind/namespace/name` → the resourceVersion the cache held before our write (None: absent), and when.
     written: Mutex<HashMap<String, (Option<String>, Instant)>>,
 }
 
 impl Expectations {
-    /// True when nothing is awaited for `key`, or the cache (at `cached_version`) shows our write.
+    /// True when nothing is awaited for `key`, or the cache (at `cached_version`) has moved past the state our write
+    /// replaced: it shows our write or something newer.
     pub fn settled(&self, key: &str, cached_version: Option<&str>) -> bool {
         let mut written = self.written.lock().expect("not poisoned");
         match written.get(key) {
             None => true,
-            Some((expected, at)) if expected.as_deref() == cached_version || at.elapsed() > EXPECTATION_TTL => {
+            Some((before, at)) if before.as_deref() != cached_version || at.elapsed() > EXPECTATION_TTL => {
                 written.remove(key);
                 true
             }
@@ -50,8 +51,9 @@ impl Expectations {
         }
     }
 
-    fn wrote(&self, key: String, version: Option<String>) {
-        self.written.lock().expect("not poisoned").insert(key, (version, Instant::now()));
+    /// Records a write that replaced the cached state `before` (its resourceVersion; None where it was absent).
+    fn wrote(&self, key: String, before: Option<String>) {
+        self.written.lock().expect("not poisoned").insert(key, (before, Instant::now()));
     }
 }
 
@@ -136,12 +138,18 @@ impl Applier {
                 return Ok(Outcome::Unchanged);
             }
         }
-        self.apply(api, desired, manager).await?;
+        self.apply(api, desired, existing.and_then(|e| e.meta().resource_version.clone()), manager).await?;
         Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
     }
 
-    /// Server-side applies without looking at the cache.
-    pub async fn apply<K>(&self, api: &Api<K>, desired: &K, manager: &str) -> Result<(), ApplyError>
+    /// Server-side applies without looking at the cache; `before` is the resourceVersion the cache holds (if any).
+    pub async fn apply<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        before: Option<String>,
+        manager: &str,
+    ) -> Result<(), ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
@@ -151,8 +159,11 @@ impl Applier {
             api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(desired)).await.map_err(|source| {
                 ApplyError::Apply { kind: K::kind(&K::DynamicType::default()).into_owned(), name: name.clone(), source }
             })?;
-        let key = object_key::<K>(&name, desired.meta().namespace.as_deref());
-        self.expectations.wrote(key, applied.meta().resource_version.clone());
+        // An apply that changed nothing leaves the version as it was: nothing to wait for.
+        if applied.meta().resource_version != before {
+            let key = object_key::<K>(&name, desired.meta().namespace.as_deref());
+            self.expectations.wrote(key, before);
+        }
         Ok(())
     }
 
@@ -169,7 +180,7 @@ impl Applier {
             return Ok(false);
         }
         delete(api, &name).await?;
-        self.expectations.wrote(key, None);
+        self.expectations.wrote(key, cached.meta().resource_version.clone());
         Ok(true)
     }
 }
@@ -215,17 +226,19 @@ mod tests {
     }
 
     #[test]
-    fn an_expectation_holds_until_the_cache_shows_the_write_or_it_expires() {
+    fn an_expectation_holds_until_the_cache_moves_past_the_replaced_state() {
         let expectations = Expectations::default();
         assert!(expectations.settled("k", Some("1")), "nothing awaited");
-        expectations.wrote("k".into(), Some("5".into()));
-        assert!(!expectations.settled("k", Some("4")), "the cache still shows the old object");
-        assert!(!expectations.settled("k", None), "the cache has not seen the create");
-        assert!(expectations.settled("k", Some("5")));
+        expectations.wrote("k".into(), Some("4".into()));
+        assert!(!expectations.settled("k", Some("4")), "the cache still shows the object our write replaced");
+        assert!(expectations.settled("k", Some("9")), "our write, or a later one (a status update), is in the cache");
         assert!(expectations.settled("k", Some("4")), "settled once: the cache is trusted again");
-        expectations.wrote("d".into(), None);
-        assert!(!expectations.settled("d", Some("7")), "deleted, the cache still shows it");
-        assert!(expectations.settled("d", None));
+        expectations.wrote("created".into(), None);
+        assert!(!expectations.settled("created", None), "the cache has not seen the create");
+        assert!(expectations.settled("created", Some("1")));
+        expectations.wrote("deleted".into(), Some("7".into()));
+        assert!(!expectations.settled("deleted", Some("7")), "deleted, the cache still shows it");
+        assert!(expectations.settled("deleted", None));
     }
 
     #[test]

@@ -198,9 +198,9 @@ async fn deleting_the_config_removes_everything_it_created() {
     assert!(Api::<ClusterRoleBinding>::all(s.client.clone()).get_opt(&plugin).await.unwrap().is_none());
     // Its DeviceClass had no other owner: it goes too.
     assert!(Api::<DeviceClass>::all(s.client.clone()).get_opt(&class).await.unwrap().is_none());
-    // The driver namespace was created by the operator: it goes too (or is terminating).
+    // The driver namespace stays (another config may want it at any moment), empty of this config's objects.
     let ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(s.client.clone()).get_opt(&driver_ns).await.unwrap();
-    assert!(ns.is_none_or(|n| n.meta().deletion_timestamp.is_some()));
+    assert!(ns.is_some_and(|n| n.meta().deletion_timestamp.is_none()));
 }
 
 /// A Node of a supported type that only this test's configs select.
@@ -452,4 +452,28 @@ async fn metrics_and_events_report_the_work() {
         events.contains("Deleted").then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_driver_namespace_is_waited_for_and_created_again() {
+    let s = Scenario::with_operator("nsterm").await;
+    s.apply(&s.config(&s.id, small_spec(&[]))).await.unwrap();
+    s.wait_ready(&s.id).await;
+    // Someone deletes the driver namespace: while it terminates nothing can be created in it.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(s.client.clone());
+    let driver_ns = s.driver_namespace();
+    let before = namespaces.get(&driver_ns).await.unwrap().uid().unwrap();
+    namespaces.delete(&driver_ns, &DeleteParams::default()).await.unwrap();
+    s.wait_condition(&s.id, "DriverReady", "False").await;
+    // Once it is gone the operator creates it anew, with the plugin, and is Ready again.
+    let config = s.wait_ready(&s.id).await;
+    let ns = namespaces.get(&driver_ns).await.unwrap();
+    assert_ne!(ns.uid().unwrap(), before, "a new namespace");
+    let ds: Api<DaemonSet> = Api::namespaced(s.client.clone(), &driver_ns);
+    assert!(ds.get_opt(&format!("neuron-dra-{}", s.id)).await.unwrap().is_some());
+    assert_eq!(condition(&config, "DriverReady").1, "RolloutComplete");
+    // Waiting is not failing: no Warning events.
+    let events =
+        kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.name={},type=Warning", s.id)]);
+    assert!(!events.contains(&s.id), "{events}");
 }

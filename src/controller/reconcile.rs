@@ -20,7 +20,7 @@ use serde_json::json;
 use super::{Context, Error, GuardedConfig};
 use crate::api::{DriverStatus, NeuronDRAConfig, NeuronDRAConfigStatus, ProfileStatus};
 use crate::apply::{ApplyError, Outcome, shared_manager};
-use crate::build::{self, ANNOTATION_SPEC_HASH, Desired, LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
+use crate::build::{self, ANNOTATION_SPEC_HASH, Desired, LABEL_CONFIG, MANAGER};
 use crate::conflict::{self, Claimant, Conflicts};
 use crate::health;
 use crate::status::{self, Observation, Rollout, Validity};
@@ -109,7 +109,7 @@ async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) 
 /// The templates' target namespaces: the explicit list (those that exist) and every namespace the selector matches;
 /// terminating namespaces are left out. Also returns the explicit namespaces that do not exist.
 fn target_namespaces(config: &ValidatedConfig, namespaces: &Store<Namespace>) -> (Vec<String>, Vec<String>) {
-    let active = |ns: &Namespace| ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating");
+    let active = |ns: &Namespace| !terminating(ns);
     let mut targets = BTreeSet::new();
     let mut missing = Vec::new();
     for name in &config.spec.templates.namespaces {
@@ -176,6 +176,8 @@ struct Report {
     templates_in_place: BTreeSet<String>,
     /// Some earlier write has not reached the cache yet: look again shortly.
     pending: bool,
+    /// The driver namespace is being deleted: the plugin waits until it can be created again.
+    driver_namespace_terminating: bool,
 }
 
 impl Report {
@@ -308,8 +310,10 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
 
     match report.errors.into_iter().next() {
         Some(error) => Err(error.into()),
-        // Our own writes will show up in the cache in a moment; check then.
-        None if report.pending => Ok(Action::requeue(std::time::Duration::from_secs(1))),
+        // Our own writes (or a namespace's deletion) will show up in the cache in a moment; check then.
+        None if report.pending || report.driver_namespace_terminating => {
+            Ok(Action::requeue(std::time::Duration::from_secs(1)))
+        }
         None => Ok(Action::await_change()),
     }
 }
@@ -355,7 +359,24 @@ where
 {
     let existing = cached(store, &desired.name_any(), desired.meta().namespace.as_deref());
     let outcome = ctx.applier.ensure(&api_for(&ctx.client, desired), desired, existing.as_deref(), manager).await;
-    report.record(kind_key(desired), outcome);
+    match outcome {
+        // The cache had not shown the namespace's deletion yet: wait for it like the cache-driven path does.
+        Err(error) if namespace_terminating(&error) => report.driver_namespace_terminating = true,
+        outcome => {
+            report.record(kind_key(desired), outcome);
+        }
+    }
+}
+
+/// The namespace is being deleted, or already gone while the cache still shows it.
+fn namespace_terminating(error: &ApplyError) -> bool {
+    match error.source_error() {
+        kube::Error::Api(status) if status.code == 403 => status.message.contains("is being terminated"),
+        kube::Error::Api(status) if status.code == 404 => {
+            status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
+        }
+        _ => false,
+    }
 }
 
 /// Applies in a fixed order: Namespace, ServiceAccount, RBAC, DeviceClass, DaemonSet, templates.
@@ -367,19 +388,28 @@ async fn apply_desired(
     report: &mut Report,
 ) {
     let stores = &ctx.stores;
-    // An existing namespace is used as it is: the operator only creates (and later deletes) its own.
-    if stores.namespaces.get(&ObjectRef::new(&validated.spec.driver.namespace)).is_none() {
-        ensure_cached(ctx, report, &stores.namespaces, &desired.namespace, MANAGER).await;
+    // An existing namespace is used as it is: the operator only creates (and later deletes) its own. One still
+    // terminating (another config's cleanup) cannot take new objects: wait for it to go, then create it anew.
+    match stores.namespaces.get(&ObjectRef::new(&validated.spec.driver.namespace)) {
+        None => ensure_cached(ctx, report, &stores.namespaces, &desired.namespace, MANAGER).await,
+        Some(ns) if terminating(&ns) => report.driver_namespace_terminating = true,
+        Some(_) => {}
     }
-    ensure_cached(ctx, report, &stores.service_accounts, &desired.service_account, MANAGER).await;
+    if !report.driver_namespace_terminating {
+        ensure_cached(ctx, report, &stores.service_accounts, &desired.service_account, MANAGER).await;
+    }
     ensure_cached(ctx, report, &stores.cluster_roles, &desired.cluster_role, MANAGER).await;
     ensure_cached(ctx, report, &stores.cluster_role_bindings, &desired.cluster_role_binding, MANAGER).await;
     let shared = shared_manager(&validated.name);
     ensure_cached(ctx, report, &stores.device_classes, &desired.device_class, &shared).await;
-    if daemon_set_wanted {
+    if daemon_set_wanted && !report.driver_namespace_terminating {
         ensure_cached(ctx, report, &stores.daemon_sets, &desired.daemon_set, MANAGER).await;
     }
     apply_templates(&desired.templates, ctx, report).await;
+}
+
+fn terminating(namespace: &Namespace) -> bool {
+    namespace.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")
 }
 
 /// Templates in parallel (bounded); a template whose spec changed is deleted and created again (its spec is
@@ -417,7 +447,7 @@ async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (Stri
     };
     // Its spec is immutable: delete, then create anew.
     let outcome = match ctx.applier.delete(&api, stale.as_ref()).await {
-        Ok(true) => ctx.applier.apply(&api, &template, MANAGER).await.map(|()| Outcome::Created),
+        Ok(true) => ctx.applier.apply(&api, &template, None, MANAGER).await.map(|()| Outcome::Created),
         Ok(false) => Ok(Outcome::Pending),
         Err(error) => Err(error),
     };
@@ -519,6 +549,9 @@ fn observe(
 ) -> Observation {
     let rollout = if !daemon_set_wanted {
         Rollout::NotApplied("its nodes are already served by an older config".into())
+    } else if report.driver_namespace_terminating {
+        let ns = &validated.spec.driver.namespace;
+        Rollout::NotApplied(format!("namespace {ns} is being deleted; the plugin is applied once it is gone"))
     } else {
         let ds = &desired.daemon_set;
         let image = validated.spec.driver.image.clone();
@@ -662,23 +695,11 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
     delete_mine_except(ctx, &mut report, &stores.cluster_roles, &name, &nothing).await;
     delete_mine_except(ctx, &mut report, &stores.service_accounts, &name, &nothing).await;
 
-    // Shared objects: the DeviceClass goes with its last owner; the driver namespace goes when no other config
-    // uses it and the operator created it.
-    let spec = &config.spec;
-    let validated = ValidatedConfig { name: name.clone(), uid: config.uid(), spec: spec.clone(), claims: Vec::new() };
+    // The shared DeviceClass goes with its last owner. The driver namespace stays: another config may want it at any
+    // moment, and deleting it would race with that config's rollout.
+    let validated =
+        ValidatedConfig { name: name.clone(), uid: config.uid(), spec: config.spec.clone(), claims: Vec::new() };
     release_device_classes(&validated, None, ctx, &mut report).await;
-    let others_use_namespace = stores.configs.state().iter().filter_map(|g| g.0.as_ref().ok()).any(|other| {
-        other.name_any() != name
-            && other.meta().deletion_timestamp.is_none()
-            && other.spec.driver.namespace == spec.driver.namespace
-    });
-    if let Some(ns) = stores.namespaces.get(&ObjectRef::new(&spec.driver.namespace))
-        && !others_use_namespace
-        && ns.labels().get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGER)
-    {
-        let outcome = ctx.applier.delete(&api_for(&ctx.client, ns.as_ref()), ns.as_ref()).await;
-        report.record_delete(kind_key(ns.as_ref()), outcome);
-    }
 
     publish_changes(ctx, &config.object_ref(&()), &report).await;
     match report.errors.into_iter().next() {
