@@ -57,7 +57,7 @@ unit-test:
 test: lint
 	$(CARGO) build --locked --all-targets
 	$(CONTROLPLANE_SH) up
-	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked -- --test-threads=4 || status=$$?; \
+	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast -- --test-threads=4 || status=$$?; \
 	$(CONTROLPLANE_SH) down; exit $$status
 
 ## Benchmarks on a fresh local control plane; prints one table (see README "Benchmarks").

@@ -43,6 +43,8 @@ say "Starting the local control plane (the first run builds Kubernetes from Go m
 say "Installing the CRD and the operator's RBAC"
 kubectl apply --server-side -f "${ROOT}/crds/neurondra.io_neurondraconfigs.yaml" >/dev/null
 kubectl wait --for=condition=Established crd/neurondraconfigs.neurondra.io --timeout=60s >/dev/null
+# Discovery lags a moment behind Established on a fresh API server.
+for _ in $(seq 120); do kubectl get ndc >/dev/null 2>&1 && break; sleep 0.5; done
 kubectl create namespace neuron-dra-operator-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -k "${ROOT}/config/rbac" >/dev/null
 

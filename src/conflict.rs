@@ -20,12 +20,33 @@ pub fn selector_matches(selector: Option<&LabelSelector>, labels: &BTreeMap<Stri
     }
 }
 
-/// Whether a config's plugin runs on a node with these labels: a supported Trainium type, not Fargate, hybrid or
-/// Auto Mode, and matching `nodeSelector` (the same rule as the DaemonSet's node affinity).
+/// Which nodes a config's plugin runs on: a supported Trainium type, not Fargate, hybrid or Auto Mode, and matching
+/// `nodeSelector` (the same rule as the DaemonSet's node affinity). The selector is parsed once, for many nodes.
+pub struct NodeFilter {
+    /// None: every node; Some(None): a selector that cannot be parsed, which matches nothing.
+    selector: Option<Option<Selector>>,
+}
+
+impl NodeFilter {
+    pub fn new(spec: &NeuronDRAConfigSpec) -> Self {
+        Self { selector: spec.node_selector.as_ref().map(|s| Selector::try_from(s.clone()).ok()) }
+    }
+
+    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        let trainium = labels.get(INSTANCE_TYPE_LABEL).is_some_and(|t| catalog::lookup(t).is_some());
+        let excluded =
+            labels.get(COMPUTE_TYPE_LABEL).is_some_and(|c| matches!(c.as_str(), "fargate" | "hybrid" | "auto"));
+        let selected = match &self.selector {
+            None => true,
+            Some(selector) => selector.as_ref().is_some_and(|s| s.matches(labels)),
+        };
+        trainium && !excluded && selected
+    }
+}
+
+/// Whether a config's plugin runs on a node with these labels (see `NodeFilter`).
 pub fn selects_node(spec: &NeuronDRAConfigSpec, labels: &BTreeMap<String, String>) -> bool {
-    let trainium = labels.get(INSTANCE_TYPE_LABEL).is_some_and(|t| catalog::lookup(t).is_some());
-    let excluded = labels.get(COMPUTE_TYPE_LABEL).is_some_and(|c| matches!(c.as_str(), "fargate" | "hybrid" | "auto"));
-    trainium && !excluded && selector_matches(spec.node_selector.as_ref(), labels)
+    NodeFilter::new(spec).selects(labels)
 }
 
 /// What one config needs, for comparing with others.

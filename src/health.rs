@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, UnhealthyDevice};
 use crate::build::NEURON_DRIVER;
 use crate::catalog;
-use crate::conflict::selects_node;
+use crate::conflict::NodeFilter;
 use crate::status::Health;
 use crate::view::{DeviceView, NodeView, PodView, SliceView};
 
@@ -52,7 +52,8 @@ pub fn assess(inputs: &Inputs) -> Assessment {
     let mut devices: Vec<(Option<i64>, UnhealthyDevice)> = Vec::new();
     let mut issues: Vec<NodeIssue> = Vec::new();
 
-    for node in inputs.nodes.iter().filter(|n| selects_node(inputs.spec, n.labels())) {
+    let filter = NodeFilter::new(inputs.spec);
+    for node in inputs.nodes.iter().filter(|n| filter.selects(n.labels())) {
         let name = node.name_any();
         summary.nodes += 1;
         let expected = node

@@ -134,12 +134,13 @@ fn target_namespaces(config: &ValidatedConfig, namespaces: &Store<Namespace>) ->
 /// What a config asks of the cluster, for conflict checks against the others.
 fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, ctx: &Context) -> Claimant {
     let (namespaces, _) = target_namespaces(validated, &ctx.stores.namespaces);
+    let filter = conflict::NodeFilter::new(&validated.spec);
     let nodes = ctx
         .stores
         .nodes
         .state()
         .iter()
-        .filter(|node| conflict::selects_node(&validated.spec, node.labels()))
+        .filter(|node| filter.selects(node.labels()))
         .map(|node| node.name_any())
         .collect();
     let templates = namespaces

@@ -66,6 +66,12 @@ pub fn install() {
     INSTALL.call_once(|| {
         kubectl(&["apply", "--server-side", "--force-conflicts", "-f", repo("crds").to_str().unwrap()]);
         kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "crd/neurondraconfigs.neurondra.io"]);
+        // Discovery lags a moment behind Established on a fresh API server: wait until `ndc` resolves.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while kubectl_with(&kubeconfig(), &["get", "ndc", "--no-headers"], None).is_err() {
+            assert!(Instant::now() < deadline, "the API server never served neurondraconfigs");
+            std::thread::sleep(Duration::from_millis(250));
+        }
         let ns = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OPERATOR_NAMESPACE}}}\n");
         kubectl_with(&kubeconfig(), &["apply", "-f", "-"], Some(&ns)).unwrap();
         kubectl(&["apply", "-k", repo("config/rbac").to_str().unwrap()]);
