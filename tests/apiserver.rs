@@ -51,7 +51,11 @@ async fn the_crd_is_established_and_explained() {
         "jsonpath={.status.conditions[?(@.type=='Established')].status}",
     ]);
     assert_eq!(status, "True");
-    let explained = kubectl(&["explain", "ndc.spec.profiles"]);
+    // The CRD's OpenAPI document is published a few seconds after it is Established.
+    let explained = eventually(TIMEOUT, "kubectl explain ndc.spec.profiles", || async {
+        kubectl_with(&kubeconfig(), &["explain", "ndc.spec.profiles"], None).ok()
+    })
+    .await;
     assert!(explained.contains("Workload profiles."), "{explained}");
     assert!(explained.contains("longContextInference"), "{explained}");
     let short = kubectl(&["api-resources", "--api-group=neurondra.io"]);

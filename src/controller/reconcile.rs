@@ -389,8 +389,8 @@ async fn apply_desired(
     report: &mut Report,
 ) {
     let stores = &ctx.stores;
-    // An existing namespace is used as it is: the operator only creates (and later deletes) its own. One still
-    // terminating (another config's cleanup) cannot take new objects: wait for it to go, then create it anew.
+    // An existing namespace is used as it is: the operator only creates a missing one. One still terminating
+    // (deleted by hand) cannot take new objects: wait for it to go, then create it anew.
     match stores.namespaces.get(&ObjectRef::new(&validated.spec.driver.namespace)) {
         None => ensure_cached(ctx, report, &stores.namespaces, &desired.namespace, MANAGER).await,
         Some(ns) if terminating(&ns) => report.driver_namespace_terminating = true,
