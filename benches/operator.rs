@@ -209,11 +209,9 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         let ns_floor = namespaces(client, &format!("bench-kc{run}"), count).await;
         let floor_name = format!("bench-floor-{run}");
         let floor_config = dir.join(format!("{floor_name}.json"));
-        std::fs::write(
-            &floor_config,
-            serde_json::to_string(&config_doc(&floor_name, &ns_floor, no_nodes(), 4)).unwrap(),
-        )
-        .unwrap();
+        // Its own driver namespace: deleting the floor's objects afterwards must not touch the operator's.
+        let floor_doc = config_doc_in(&floor_name, "bench-floor-driver", &ns_floor, no_nodes(), 4);
+        std::fs::write(&floor_config, serde_json::to_string(&floor_doc).unwrap()).unwrap();
         let mut args = vec!["render".to_string(), "-f".into(), floor_config.to_str().unwrap().into()];
         for n in &ns_floor {
             args.extend(["--namespace".to_string(), n.clone()]);
