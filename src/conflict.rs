@@ -44,11 +44,6 @@ impl NodeFilter {
     }
 }
 
-/// Whether a config's plugin runs on a node with these labels (see `NodeFilter`).
-pub fn selects_node(spec: &NeuronDRAConfigSpec, labels: &BTreeMap<String, String>) -> bool {
-    NodeFilter::new(spec).selects(labels)
-}
-
 /// What one config needs, for comparing with others.
 #[derive(Debug, Clone)]
 pub struct Claimant {
@@ -162,12 +157,13 @@ mod tests {
         let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let spec: NeuronDRAConfigSpec =
             serde_json::from_value(serde_json::json!({"nodeSelector": {"matchLabels": {"pool": "a"}}})).unwrap();
-        assert!(selects_node(&spec, &labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "a")])));
-        assert!(!selects_node(&spec, &labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "b")])));
-        assert!(!selects_node(&spec, &labels(&[(INSTANCE_TYPE_LABEL, "m5.large"), ("pool", "a")])));
-        assert!(!selects_node(
-            &spec,
-            &labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "a"), (COMPUTE_TYPE_LABEL, "auto")])
-        ));
+        assert!(NodeFilter::new(&spec).selects(&labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "a")])));
+        assert!(!NodeFilter::new(&spec).selects(&labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "b")])));
+        assert!(!NodeFilter::new(&spec).selects(&labels(&[(INSTANCE_TYPE_LABEL, "m5.large"), ("pool", "a")])));
+        assert!(!NodeFilter::new(&spec).selects(&labels(&[
+            (INSTANCE_TYPE_LABEL, "trn2.48xlarge"),
+            ("pool", "a"),
+            (COMPUTE_TYPE_LABEL, "auto")
+        ])));
     }
 }

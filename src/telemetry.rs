@@ -97,36 +97,7 @@ impl Metrics {
     pub fn record_request(&self, request: &http::Request<Body>) {
         self.api_requests.get_or_create(&classify_request(request.method(), request.uri())).inc();
     }
-
-    /// Write requests sent so far (create, update, patch, delete), optionally excluding leader-election leases.
-    pub fn writes(&self, include_leases: bool) -> u64 {
-        let mut total = 0;
-        for verb in ["create", "update", "patch", "delete"] {
-            for resource in KNOWN_RESOURCES {
-                if !include_leases && *resource == "leases" {
-                    continue;
-                }
-                let labels = RequestLabels { verb: verb.into(), resource: resource.to_string() };
-                total += self.api_requests.get_or_create(&labels).get();
-            }
-        }
-        total
-    }
 }
-
-const KNOWN_RESOURCES: &[&str] = &[
-    "namespaces",
-    "serviceaccounts",
-    "clusterroles",
-    "clusterrolebindings",
-    "deviceclasses",
-    "daemonsets",
-    "resourceclaimtemplates",
-    "neurondraconfigs",
-    "neurondraconfigs/status",
-    "events",
-    "leases",
-];
 
 /// Verb and resource of a request, from its method and path
 /// (`/api/v1/namespaces/ns/pods/name/status`, `/apis/group/version/resource`).
@@ -256,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn writes_count_only_write_verbs() {
+    fn requests_are_counted_by_verb_and_resource() {
         let metrics = Metrics::default();
         let request = |method: http::Method, uri: &str| {
             let mut r = http::Request::new(Body::empty());
@@ -267,8 +238,9 @@ mod tests {
         metrics.record_request(&request(http::Method::GET, "/api/v1/nodes"));
         metrics.record_request(&request(http::Method::PATCH, "/apis/apps/v1/namespaces/a/daemonsets/x"));
         metrics.record_request(&request(http::Method::PUT, "/apis/coordination.k8s.io/v1/namespaces/a/leases/l"));
-        assert_eq!(metrics.writes(false), 1);
-        assert_eq!(metrics.writes(true), 2);
+        let text = metrics.encode();
+        assert!(text.contains("neuron_dra_operator_api_requests_total{verb=\"list\",resource=\"nodes\"} 1"));
+        assert!(text.contains("neuron_dra_operator_api_requests_total{verb=\"update\",resource=\"leases\"} 1"));
         assert!(
             metrics
                 .encode()

@@ -471,7 +471,8 @@ async fn delete_orphans(
     delete_mine_except(ctx, report, &stores.daemon_sets, name, &daemon_sets).await;
     let service_accounts = BTreeSet::from([key(&desired.service_account)]);
     delete_mine_except(ctx, report, &stores.service_accounts, name, &service_accounts).await;
-    release_device_classes(validated, Some(&desired.device_class.name_any()), ctx, report).await;
+    let uid = validated.uid.as_deref();
+    release_device_classes(name, uid, Some(&desired.device_class.name_any()), ctx, report).await;
 }
 
 /// Deletes every cached object labelled as this config's whose `namespace/name` is not in `keep`.
@@ -493,8 +494,14 @@ async fn delete_mine_except<K>(
 
 /// DeviceClasses this config owns but does not want (all of them when `keep` is None): deleted when no other config
 /// owns them, otherwise only this config's owner reference is released.
-async fn release_device_classes(validated: &ValidatedConfig, keep: Option<&str>, ctx: &Context, report: &mut Report) {
-    let Some(uid) = validated.uid.as_deref() else { return };
+async fn release_device_classes(
+    config: &str,
+    uid: Option<&str>,
+    keep: Option<&str>,
+    ctx: &Context,
+    report: &mut Report,
+) {
+    let Some(uid) = uid else { return };
     let api = Api::<DeviceClass>::all(ctx.client.clone());
     for class in ctx.stores.device_classes.state() {
         let owners = class.owner_references();
@@ -506,7 +513,7 @@ async fn release_device_classes(validated: &ValidatedConfig, keep: Option<&str>,
         } else {
             // Applying an empty object under this config's manager drops the fields only it owned.
             let empty = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": class.name_any()}});
-            let params = PatchParams::apply(&shared_manager(&validated.name)).force();
+            let params = PatchParams::apply(&shared_manager(config)).force();
             if let Err(source) = api.patch(&class.name_any(), &params, &Patch::Apply(&empty)).await {
                 report.errors.push(ApplyError::Apply { kind: "DeviceClass".into(), name: class.name_any(), source });
             }
@@ -698,9 +705,7 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
 
     // The shared DeviceClass goes with its last owner. The driver namespace stays: another config may want it at any
     // moment, and deleting it would race with that config's rollout.
-    let validated =
-        ValidatedConfig { name: name.clone(), uid: config.uid(), spec: config.spec.clone(), claims: Vec::new() };
-    release_device_classes(&validated, None, ctx, &mut report).await;
+    release_device_classes(&name, config.uid().as_deref(), None, ctx, &mut report).await;
 
     publish_changes(ctx, &config.object_ref(&()), &report).await;
     match report.errors.into_iter().next() {
