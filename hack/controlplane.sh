@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real, local Kubernetes control plane for the integration tests:
-# etcd + kube-apiserver + kube-controller-manager, built from Go modules
-# (tests/controlplane) and run as plain background processes. No kubelet,
-# no scheduler, no containers.
+# etcd + kube-apiserver + kube-controller-manager + kube-scheduler, built from
+# Go modules (tests/controlplane) and run as plain background processes. No
+# kubelet and no containers: the simulator stands in for the kubelets.
 #
 #   hack/controlplane.sh build    build the binaries into the user cache (once per version)
 #   hack/controlplane.sh up       build if needed, start (or reuse) the control plane
@@ -29,7 +29,7 @@ KUBE_MINOR="${BASH_REMATCH[2]}"
 
 CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/controlplane/${KUBE_VERSION}"
 BIN_DIR="${CACHE_DIR}/bin"
-BINARIES=(etcd kube-apiserver kube-controller-manager)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 
 FEATURE_GATES="DRADeviceTaints=true"
 # v1 is the served/stored DRA version in 1.34; v1alpha3 carries DeviceTaintRule.
@@ -103,6 +103,8 @@ cmd_build() {
   (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
   log "building kube-controller-manager ${KUBE_VERSION} ..."
   (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
+  log "building kube-scheduler ${KUBE_VERSION} ..."
+  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler)
   log "building etcd..."
   (cd "${MODULE_DIR}/etcd" && "${goenv[@]}" go build -trimpath -ldflags "-s -w" -o "${BIN_DIR}/etcd.tmp" .)
   local b
@@ -163,7 +165,7 @@ default_sa_exists() {
 stop_all() {
   local b pid i
   local -a pids=()
-  for b in kube-controller-manager kube-apiserver etcd; do
+  for b in kube-scheduler kube-controller-manager kube-apiserver etcd; do
     if pid="$(live_pid "${b}")"; then
       kill -TERM -- "-${pid}" 2>/dev/null || kill -TERM "${pid}" 2>/dev/null || true
       pids+=("${pid}")
@@ -230,6 +232,7 @@ keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
   sign admin "/O=system:masters/CN=admin" "${client}"
   sign kube-controller-manager "/CN=system:kube-controller-manager" "${client}"
+  sign kube-scheduler "/CN=system:kube-scheduler" "${client}"
   sign front-proxy-client "/CN=front-proxy-client" "${client}"
   # Serving certificate signed by our CA (rather than the apiserver's own
   # --cert-dir self-signed one) so that one CA file verifies the server for
@@ -323,10 +326,11 @@ cmd_up() {
   SECONDS=0
 
   gen_pki
-  local pki="${STATE_DIR}/pki" etcd_port etcd_peer_port api_port kcm_port
-  read -r etcd_port etcd_peer_port api_port kcm_port <<<"$(free_ports 4)"
+  local pki="${STATE_DIR}/pki" etcd_port etcd_peer_port api_port kcm_port sched_port
+  read -r etcd_port etcd_peer_port api_port kcm_port sched_port <<<"$(free_ports 5)"
   echo "https://127.0.0.1:${api_port}" >"${STATE_DIR}/apiserver.url"
   write_kubeconfig "${STATE_DIR}/kube-controller-manager.kubeconfig" kube-controller-manager
+  write_kubeconfig "${STATE_DIR}/kube-scheduler.kubeconfig" kube-scheduler
 
   # --unsafe-no-fsync: the data is thrown away at `down`; fsync only slows tests.
   start etcd "${BIN_DIR}/etcd" \
@@ -405,6 +409,24 @@ cmd_up() {
     --profiling=false
 
   wait_for "kube-controller-manager /healthz" kcm_healthy "${kcm_port}"
+
+  # The real scheduler, with its DRA plugin (on by default since 1.34), binds
+  # every pod; the simulated kubelets only report the pods bound to them.
+  # --kube-api-qps/burst: as for the controller manager, so thousands of
+  # plugin pods are bound in seconds, not minutes.
+  start kube-scheduler "${BIN_DIR}/kube-scheduler" \
+    --kubeconfig="${STATE_DIR}/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig="${STATE_DIR}/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig="${STATE_DIR}/kube-scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="${sched_port}" \
+    --leader-elect=false \
+    --feature-gates="${FEATURE_GATES}" \
+    --kube-api-qps=300 \
+    --kube-api-burst=600 \
+    --profiling=false
+
+  wait_for "kube-scheduler /healthz" kcm_healthy "${sched_port}"
   write_kubeconfig "${KUBECONFIG_OUT}" admin
   # The serviceaccount controller creating default/default is the sign that
   # the controllers are really working, and tests creating pods need it.

@@ -9,7 +9,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE="${ROOT}/target/demo"
-BIN="${ROOT}/target/release/neuron-dra-operator"
+# DEMO_PROFILE=debug reuses a debug build (faster to build, slower to run).
+PROFILE="${DEMO_PROFILE:-release}"
+BIN="${ROOT}/target/${PROFILE}/neuron-dra-operator"
 export KUBECONFIG="${ROOT}/target/controlplane/kubeconfig"
 CONFIG=trainium
 FAULTY_NODE=demo-trn2-1
@@ -34,8 +36,8 @@ fi
 mkdir -p "${STATE}"
 stop_demo_processes
 
-say "Building the operator (cargo build --release)"
-(cd "${ROOT}" && cargo build --release --locked --quiet)
+say "Building the operator (cargo build --profile ${PROFILE})"
+(cd "${ROOT}" && cargo build --profile "${PROFILE/debug/dev}" --locked --quiet)
 
 say "Starting the local control plane (the first run builds Kubernetes from Go modules: about 8 minutes)"
 "${ROOT}/hack/controlplane.sh" up
@@ -97,28 +99,50 @@ kubectl get ndc "${CONFIG}" -o jsonpath='{range .status.conditions[*]}{.type}={.
 echo "unhealthy devices:"
 kubectl get ndc "${CONFIG}" -o jsonpath='{range .status.unhealthyDevices[*]}  {.node}/{.device}: {.reason} ({.effect}){"\n"}{end}'
 
-say "A pod that uses a template: all an ML engineer writes"
+say "A pod that uses a template: all an ML engineer writes (8 connected devices with their EFAs, LNC 2)"
 pod="$(cat <<'EOF'
 apiVersion: v1
 kind: Pod
 metadata:
-  name: pretrain-0
+  name: prefill-0
   namespace: team-a
 spec:
   containers:
-  - name: train
-    image: public.ecr.aws/neuron/pytorch-training-neuronx:2.8.0-neuronx-py311-sdk2.26.0-ubuntu22.04
-    command: ["torchrun", "train.py"]
+  - name: prefill
+    image: public.ecr.aws/neuron/pytorch-inference-neuronx:2.8.0-neuronx-py311-sdk2.26.0-ubuntu22.04
+    command: ["python", "serve.py", "--role=prefill"]
     resources:
       claims:
       - name: neurons
   resourceClaims:
   - name: neurons
-    resourceClaimTemplateName: pretrain
+    resourceClaimTemplateName: serve-prefill
 EOF
 )"
 echo "${pod}"
-echo "${pod}" | kubectl apply --dry-run=server -f -
+kubectl delete pod -n team-a prefill-0 --ignore-not-found --wait=true >/dev/null
+echo "${pod}" | kubectl apply -f -
+kubectl wait -n team-a --for=condition=PodScheduled pod/prefill-0 --timeout=60s >/dev/null
+
+say "What kube-scheduler allocated to it"
+node="$(kubectl get pod -n team-a prefill-0 -o jsonpath='{.spec.nodeName}')"
+claim="$(kubectl get pod -n team-a prefill-0 -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')"
+echo "pod team-a/prefill-0 on node ${node}, claim ${claim}"
+kubectl get resourceclaim -n team-a "${claim}" -o json >"${STATE}/claim.json"
+kubectl get resourceslices --field-selector "spec.nodeName=${node}" -o json >"${STATE}/slices.json"
+python3 - "${STATE}/claim.json" "${STATE}/slices.json" <<'PY'
+import json, sys
+claim, slices = (json.load(open(path)) for path in sys.argv[1:3])
+devices = {(s["spec"]["driver"], d["name"]): d.get("attributes", {}) for s in slices["items"] for d in s["spec"]["devices"]}
+print(f"{'request':<10}{'driver':<16}{'device':<20}{'devicegroup8_id':<20}EFA (devicegroup1_id)")
+for r in claim["status"]["allocation"]["devices"]["results"]:
+    attributes = devices[(r["driver"], r["device"])]
+    value = lambda key: next(iter(attributes.get(key, {}).values()), "-")
+    print(f"{r['request']:<10}{r['driver']:<16}{r['device']:<20}{value('resource.aws.com/devicegroup8_id'):<20}"
+          f"{value('resource.aws.com/devicegroup1_id')}")
+for c in claim["status"]["allocation"]["devices"].get("config", []):
+    print("config:", json.dumps(c["opaque"]["parameters"]))
+PY
 
 say "Done. The control plane, the operator and the simulated kubelet keep running:"
 echo "export KUBECONFIG=${KUBECONFIG}"

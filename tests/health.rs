@@ -2,94 +2,22 @@
 
 mod support {
     pub mod cluster;
+    pub mod fleet;
     pub mod scenario;
 }
 
 use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 use kube::api::{Api, DeleteParams, PostParams};
 use neuron_dra_operator::api::{NeuronDRAConfigStatus, Phase};
-use neuron_dra_operator::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL};
 use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect};
 use serde_json::json;
 use support::cluster::{eventually, kubectl};
-use support::scenario::{Scenario, TIMEOUT};
+use support::fleet::Fleet;
+use support::scenario::TIMEOUT;
 
-/// Simulated fleets of this test, all labelled `neurondra.io/simulated=<prefix>`; the config selects them.
-struct Fleet {
-    scenario: Scenario,
-    prefix: String,
-    kubelet: tokio::task::JoinHandle<()>,
-}
-
-impl Fleet {
-    async fn start(name: &str, fleets: &[(&str, usize)]) -> Fleet {
-        let scenario = Scenario::with_operator(name).await;
-        let prefix = scenario.id.clone();
-        for (instance_type, count) in fleets {
-            let spec = FleetSpec {
-                prefix: prefix.clone(),
-                count: *count,
-                instance_type: instance_type.to_string(),
-                dra_driver_version: fleet::DEFAULT_DRA_DRIVER_VERSION.into(),
-                neuron_driver_version: fleet::DEFAULT_NEURON_DRIVER_VERSION.into(),
-                kubelet_version: fleet::DEFAULT_KUBELET_VERSION.into(),
-            };
-            // One prefix per test; node names carry the type so fleets do not collide.
-            let spec = FleetSpec { prefix: format!("{prefix}-{}", instance_type.replace('.', "-")), ..spec };
-            simulate::create_fleet(&scenario.client, &spec).await.unwrap();
-        }
-        let client = scenario.client.clone();
-        let kubelet = tokio::spawn(async move {
-            let _ = simulate::kubelet(client).await;
-        });
-        Fleet { scenario, prefix, kubelet }
-    }
-
-    fn node(&self, instance_type: &str, index: usize) -> String {
-        format!("{}-{}-{index}", self.prefix, instance_type.replace('.', "-"))
-    }
-
-    /// A config whose nodes are this test's simulated nodes (every fleet prefix starts with the test id).
-    async fn apply_config(&self, driver_image: Option<&str>) -> String {
-        let s = &self.scenario;
-        let mut spec = json!({
-            "nodeSelector": {"matchExpressions": [{"key": SIMULATED_LABEL, "operator": "In", "values": self.prefixes()}]},
-            "profiles": [{"name": "train", "training": {"devices": 4}}],
-        });
-        if let Some(image) = driver_image {
-            spec["driver"] = json!({"image": image});
-        }
-        s.apply(&s.config(&s.id, spec)).await.unwrap();
-        s.id.clone()
-    }
-
-    fn prefixes(&self) -> Vec<String> {
-        ["trn2.48xlarge", "trn1.32xlarge", "trn1.2xlarge", "trn2u.48xlarge"]
-            .iter()
-            .map(|t| format!("{}-{}", self.prefix, t.replace('.', "-")))
-            .collect()
-    }
-
-    /// Waits until the status satisfies `check` (status of the current generation).
-    async fn wait_status(&self, what: &str, check: impl Fn(&NeuronDRAConfigStatus) -> bool) -> NeuronDRAConfigStatus {
-        let s = &self.scenario;
-        eventually(TIMEOUT, what, || async {
-            let config = s.configs().get(&s.id).await.ok()?;
-            let status = config.status?;
-            (status.observed_generation == config.metadata.generation && check(&status)).then_some(status)
-        })
-        .await
-    }
-
-    async fn fault(&self, kind: FaultKind, node: &str, effect: TaintEffect) {
-        simulate::fault(&self.scenario.client, kind, node, None, effect).await.unwrap();
-    }
-
-    async fn clear(&self) {
-        for prefix in self.prefixes() {
-            simulate::clear(&self.scenario.client, Some(&prefix)).await.unwrap();
-        }
-    }
+/// The config every health test applies: one 4-device profile over the test's fleet.
+async fn apply_config(f: &Fleet, driver_image: Option<&str>) -> String {
+    f.apply_profiles(json!([{"name": "train", "training": {"devices": 4}}]), driver_image).await
 }
 
 fn has_issue(status: &NeuronDRAConfigStatus, node: &str, reason: &str) -> bool {
@@ -107,7 +35,7 @@ async fn a_mixed_fleet_reports_the_right_totals_and_becomes_ready() {
         &[("trn2.48xlarge", 2), ("trn1.32xlarge", 2), ("trn1.2xlarge", 1), ("trn2u.48xlarge", 4)],
     )
     .await;
-    f.apply_config(None).await;
+    apply_config(&f, None).await;
     let status = f
         .wait_status("all devices counted and healthy", |s| {
             s.devices
@@ -124,13 +52,12 @@ async fn a_mixed_fleet_reports_the_right_totals_and_becomes_ready() {
     let columns: Vec<&str> = table.split_whitespace().collect();
     assert_eq!(&columns[1..6], ["Ready", "9", "129", "129", "0"], "{table}");
     f.clear().await;
-    f.kubelet.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_fault_shows_up_with_its_reason_and_clears() {
     let f = Fleet::start("faults", &[("trn2.48xlarge", 3), ("trn1.2xlarge", 1)]).await;
-    f.apply_config(None).await;
+    apply_config(&f, None).await;
     f.wait_status("healthy", |s| {
         s.devices.as_ref().is_some_and(|d| d.nodes == 4 && d.unhealthy == 0) && s.node_issues.is_empty()
     })
@@ -194,13 +121,12 @@ async fn each_fault_shows_up_with_its_reason_and_clears() {
     })
     .await;
     f.clear().await;
-    f.kubelet.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn device_taint_rules_count_as_well_as_slice_taints() {
     let f = Fleet::start("rules", &[("trn2.48xlarge", 1)]).await;
-    f.apply_config(None).await;
+    apply_config(&f, None).await;
     f.wait_status("healthy", |s| s.devices.as_ref().is_some_and(|d| d.nodes == 1 && d.unhealthy == 0)).await;
     let node = f.node("trn2.48xlarge", 0);
     let rule: DeviceTaintRule = serde_json::from_value(json!({
@@ -223,17 +149,15 @@ async fn device_taint_rules_count_as_well_as_slice_taints() {
     rules.delete(&created.metadata.name.unwrap(), &DeleteParams::default()).await.unwrap();
     f.wait_status("rule removed", |s| s.unhealthy_devices.is_empty()).await;
     f.clear().await;
-    f.kubelet.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_different_driver_version_on_the_nodes_is_reported() {
     let f = Fleet::start("version", &[("trn2.48xlarge", 1)]).await;
-    f.apply_config(Some("public.ecr.aws/neuron/neuron-dra-driver:1.2.0")).await;
+    apply_config(&f, Some("public.ecr.aws/neuron/neuron-dra-driver:1.2.0")).await;
     let node = f.node("trn2.48xlarge", 0);
     let status = f.wait_status("version mismatch", |s| has_issue(s, &node, "DriverVersionMismatch")).await;
     let issue = status.node_issues.iter().find(|i| i.reason == "DriverVersionMismatch").unwrap();
     assert!(issue.message.contains("1.1.0") && issue.message.contains("1.2.0"), "{}", issue.message);
     f.clear().await;
-    f.kubelet.abort();
 }

@@ -1,15 +1,19 @@
-//! Pure builders of a simulated Trainium node and the ResourceSlice the Neuron DRA driver publishes for it
-//! (NEURON.md "What the driver publishes").
+//! Pure builders of a simulated Trainium node, the ResourceSlice the Neuron DRA driver publishes for it, and the
+//! ResourceSlice of its EFA interfaces as the EFA DRA driver publishes it (docs/neuron-driver.md and
+//! docs/efa-driver.md say what each attribute means and where it comes from).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, ResourcePool, ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::api::resource::v1::{
+    CELDeviceSelector, Device, DeviceAttribute, DeviceClass, DeviceClassSpec, DeviceSelector, ResourcePool,
+    ResourceSlice, ResourceSliceSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::build::NEURON_DRIVER;
+use crate::build::{EFA_DEVICE_CLASS, NEURON_DRIVER};
 use crate::catalog::{self, InstanceType};
 
 /// Label on every simulated node, so `simulate clear` finds them.
@@ -20,6 +24,10 @@ pub const DEFAULT_NEURON_DRIVER_VERSION: &str = "2.25.4.0";
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.34.2";
 /// Nodes per UltraServer (trn2u and trn3 join 4 nodes).
 pub const ULTRASERVER_NODES: usize = 4;
+/// The EFA DRA driver's name (DRANET), in `ResourceSlice.spec.driver` and as the domain of its own attributes.
+pub const EFA_DRIVER: &str = "dra.net";
+/// The PCI device name DRANET reports for an EFA, which the EFA DeviceClass selects on.
+const EFA_PCI_DEVICE: &str = "Elastic Fabric Adapter (EFA)";
 
 /// What a simulated fleet looks like.
 #[derive(Debug, Clone)]
@@ -114,19 +122,45 @@ fn group_id(addresses: &mut [String]) -> String {
     hex::encode(&digest[..8])
 }
 
+/// The EFA interface wired to Neuron device `device` (trn1.32xlarge: one per two devices), if the type has EFA.
+fn efa_of_device(instance_type: &str, device: u32) -> Option<u32> {
+    let interfaces = catalog::lookup(instance_type).map_or(0, |t| t.efa_interfaces);
+    (interfaces > 0).then(|| device * interfaces / devices_of(instance_type).max(1))
+}
+
+/// The `resource.aws.com/devicegroup{1,4,8,16}_id` attributes of Neuron device `device` and of the EFA interface(s)
+/// wired to it: devicegroup1 is the EFA's PCI address, devicegroupN the id of the N-device group `device / N`.
+fn device_groups(instance_type: &str, node_index: usize, device: u32) -> Vec<(String, DeviceAttribute)> {
+    let count = devices_of(instance_type);
+    let address = |d: u32| efa_of_device(instance_type, d).map(|k| efa_address(node_index, k));
+    let Some(own) = address(device) else { return Vec::new() };
+    let mut groups = vec![("resource.aws.com/devicegroup1_id".to_string(), attr_string(own))];
+    for n in [4, 8, 16].into_iter().filter(|n| *n <= count) {
+        let group = device / n;
+        let mut members: Vec<String> = (group * n..(group + 1) * n).filter_map(address).collect();
+        members.dedup();
+        groups.push((format!("resource.aws.com/devicegroup{n}_id"), attr_string(group_id(&mut members))));
+    }
+    groups
+}
+
+/// The order devices are listed in a slice: strided (0, 4, 8, 12, 1, 5, …), not by group. A driver promises no
+/// order, and with this one an allocator that ignored the `devicegroup` constraint would pick devices from several
+/// groups, so the allocation tests prove the constraint is there.
+fn publication_order(count: u32) -> impl Iterator<Item = u32> {
+    let stride = if count.is_multiple_of(4) { 4 } else { 1 };
+    (0..stride).flat_map(move |offset| (offset..count).step_by(stride as usize))
+}
+
 /// Every Neuron device of a node, with the attributes the driver publishes for its type.
 pub fn devices(fleet: &FleetSpec, node_index: usize) -> Vec<Device> {
     let instance = catalog::lookup(&fleet.instance_type);
     let count = devices_of(&fleet.instance_type);
-    let efa_interfaces = instance.map_or(0, |t| t.efa_interfaces);
-    let efa_of = |device: u32| -> Option<String> {
-        (efa_interfaces > 0).then(|| efa_address(node_index, device * efa_interfaces / count.max(1)))
-    };
     let ultra = instance.is_some_and(|t| t.ultra_server);
     let capacity_block = format!("cr-{}-{:04}", fleet.prefix, node_index / ULTRASERVER_NODES);
     let layer = |n: usize, width: usize| format!("nn-{n}-{:04}", node_index / width);
 
-    let mut list: Vec<Device> = (0..count)
+    let mut list: Vec<Device> = publication_order(count)
         .map(|k| {
             let mut attributes = BTreeMap::from([
                 ("deviceId".to_string(), attr_int(k as i64)),
@@ -149,16 +183,7 @@ pub fn devices(fleet: &FleetSpec, node_index: usize) -> Vec<Device> {
             if ultra {
                 attributes.insert("capacityBlockId".into(), attr_string(&capacity_block));
             }
-            if let Some(efa) = efa_of(k) {
-                attributes.insert("resource.aws.com/devicegroup1_id".into(), attr_string(efa));
-                for n in [4, 8, 16].into_iter().filter(|n| *n <= count) {
-                    let group = k / n;
-                    let mut members: Vec<String> = (group * n..(group + 1) * n).filter_map(efa_of).collect();
-                    members.dedup();
-                    attributes
-                        .insert(format!("resource.aws.com/devicegroup{n}_id"), attr_string(group_id(&mut members)));
-                }
-            }
+            attributes.extend(device_groups(&fleet.instance_type, node_index, k));
             Device { name: format!("neuron-device-{k}"), attributes: Some(attributes), ..Device::default() }
         })
         .collect();
@@ -208,6 +233,69 @@ pub fn resource_slice(fleet: &FleetSpec, node_index: usize, node_uid: Option<Str
     }
 }
 
+/// The node's EFA interfaces as the EFA DRA driver publishes them: one device per interface, carrying the same
+/// `devicegroup` ids as the Neuron devices it is wired to, so one `matchAttribute` aligns both. `None` for types
+/// without EFA.
+pub fn efa_slice(fleet: &FleetSpec, node_index: usize, node_uid: Option<String>) -> Option<ResourceSlice> {
+    let interfaces = catalog::lookup(&fleet.instance_type).map_or(0, |t| t.efa_interfaces);
+    if interfaces == 0 {
+        return None;
+    }
+    let count = devices_of(&fleet.instance_type);
+    // Listed last to first, so an allocator that ignored the group constraint would pick unaligned interfaces.
+    let devices = (0..interfaces)
+        .rev()
+        .map(|k| {
+            // The first Neuron device wired to interface k carries the interface's group ids.
+            let neuron = (0..count).find(|d| efa_of_device(&fleet.instance_type, *d) == Some(k));
+            let address = efa_address(node_index, k);
+            // What DRANET publishes for an EFA PCI function (it has no netdev, so no ifName, mac or type).
+            let mut attributes = BTreeMap::from([
+                (format!("{EFA_DRIVER}/pciAddress"), attr_string(&address)),
+                (format!("{EFA_DRIVER}/pciVendor"), attr_string("Amazon.com, Inc.")),
+                (format!("{EFA_DRIVER}/pciDevice"), attr_string(EFA_PCI_DEVICE)),
+                (format!("{EFA_DRIVER}/pciSubsystem"), attr_string(format!("efa{k}"))),
+                (format!("{EFA_DRIVER}/numaNode"), attr_int(i64::from(k * 2 / interfaces))),
+                (format!("{EFA_DRIVER}/rdma"), DeviceAttribute { bool: Some(true), ..DeviceAttribute::default() }),
+                (format!("{EFA_DRIVER}/rdmaDevice"), attr_string(format!("rdmap{}s{}", 16 + k, 0x20 + k))),
+                ("resource.kubernetes.io/pcieRoot".to_string(), attr_string(format!("pci0000:{:02x}", 0x10 + k))),
+            ]);
+            if let Some(neuron) = neuron {
+                attributes.extend(device_groups(&fleet.instance_type, node_index, neuron));
+            }
+            Device { name: efa_device_name(&address), attributes: Some(attributes), ..Device::default() }
+        })
+        .collect();
+    let mut slice = resource_slice(fleet, node_index, node_uid);
+    let node = fleet.node_name(node_index);
+    slice.metadata.name = Some(efa_slice_name(&node));
+    slice.spec.driver = EFA_DRIVER.into();
+    slice.spec.devices = Some(devices);
+    Some(slice)
+}
+
+/// DRANET names a device after its PCI address, with the characters a device name may not hold replaced.
+fn efa_device_name(address: &str) -> String {
+    format!("pci-{}", address.replace([':', '.'], "-"))
+}
+
+pub fn efa_slice_name(node: &str) -> String {
+    format!("{node}-{EFA_DRIVER}")
+}
+
+/// The DeviceClass AWS's EFA driver chart installs: the driver's devices whose PCI device is an EFA.
+pub fn efa_device_class() -> DeviceClass {
+    let expression =
+        format!("device.driver == '{EFA_DRIVER}' && device.attributes['{EFA_DRIVER}'].pciDevice == '{EFA_PCI_DEVICE}'");
+    DeviceClass {
+        metadata: ObjectMeta { name: Some(EFA_DEVICE_CLASS.into()), ..ObjectMeta::default() },
+        spec: DeviceClassSpec {
+            selectors: Some(vec![DeviceSelector { cel: Some(CELDeviceSelector { expression }) }]),
+            ..DeviceClassSpec::default()
+        },
+    }
+}
+
 /// Expected Neuron devices (not node entries) for a type, where known.
 pub fn expected_devices(instance_type: &str) -> Option<u32> {
     catalog::lookup(instance_type).and_then(|t: &InstanceType| t.devices)
@@ -228,13 +316,19 @@ mod tests {
         }
     }
 
+    /// The node's devices by deviceId (node entries last), whatever order the slice lists them in.
+    fn by_id(mut devices: Vec<Device>) -> Vec<Device> {
+        devices.sort_by_key(|d| d.attributes.as_ref().and_then(|a| a.get("deviceId")?.int).unwrap_or(i64::MAX));
+        devices
+    }
+
     fn attr<'a>(device: &'a Device, key: &str) -> &'a DeviceAttribute {
         device.attributes.as_ref().unwrap().get(key).unwrap_or_else(|| panic!("{} lacks {key}", device.name))
     }
 
     #[test]
     fn trn2_48xlarge_has_sixteen_devices_on_a_4x4_grid_with_efa_groups() {
-        let devices = devices(&fleet("trn2.48xlarge"), 0);
+        let devices = by_id(devices(&fleet("trn2.48xlarge"), 0));
         assert_eq!(devices.len(), 16);
         let d5 = &devices[5];
         assert_eq!(d5.name, "neuron-device-5");
@@ -259,10 +353,18 @@ mod tests {
 
     #[test]
     fn trn1_32xlarge_pairs_two_devices_per_efa() {
-        let devices = devices(&fleet("trn1.32xlarge"), 0);
+        let devices = by_id(devices(&fleet("trn1.32xlarge"), 0));
         let efa = |d: &Device| attr(d, "resource.aws.com/devicegroup1_id").string.clone();
         assert_eq!(efa(&devices[0]), efa(&devices[1]));
         assert_ne!(efa(&devices[1]), efa(&devices[2]));
+    }
+
+    #[test]
+    fn devices_are_not_listed_group_by_group() {
+        let listed: Vec<String> = devices(&fleet("trn2.48xlarge"), 0).iter().take(4).map(|d| d.name.clone()).collect();
+        assert_eq!(listed, ["neuron-device-0", "neuron-device-4", "neuron-device-8", "neuron-device-12"]);
+        assert_eq!(publication_order(1).collect::<Vec<_>>(), [0]);
+        assert_eq!(publication_order(16).count(), 16);
     }
 
     #[test]
@@ -275,7 +377,7 @@ mod tests {
 
     #[test]
     fn trn2u_adds_a_neuron_node_entry_and_capacity_blocks() {
-        let devices = devices(&fleet("trn2u.48xlarge"), 5);
+        let devices = by_id(devices(&fleet("trn2u.48xlarge"), 5));
         assert_eq!(devices.len(), 17);
         let entry = devices.last().unwrap();
         assert_eq!(attr(entry, "resourceType").string.as_deref(), Some("neuron_node"));
@@ -283,6 +385,59 @@ mod tests {
         assert!(devices[0].attributes.as_ref().unwrap().get("topology_x").is_none());
         let node = node(&fleet("trn2u.48xlarge"), 5);
         assert_eq!(node.metadata.labels.unwrap()["neuron.amazonaws.com/ultraserver-server-id-4"], "sim-us4-1");
+    }
+
+    fn string<'a>(device: &'a Device, key: &str) -> &'a str {
+        attr(device, key).string.as_deref().unwrap_or_else(|| panic!("{key} is not a string"))
+    }
+
+    /// Every EFA interface carries the group ids of the Neuron devices wired to it.
+    fn assert_efa_aligned(instance_type: &str, interfaces: usize, devices_per_efa: usize) {
+        let fleet = fleet(instance_type);
+        let neurons = by_id(devices(&fleet, 3));
+        let slice = efa_slice(&fleet, 3, None).expect("an EFA slice");
+        assert_eq!(slice.spec.driver, "dra.net");
+        assert_eq!(slice.spec.pool.name, "sim-3");
+        assert_eq!(slice.metadata.name.as_deref(), Some("sim-3-dra.net"));
+        let mut efas = slice.spec.devices.unwrap();
+        efas.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(efas.len(), interfaces);
+        for (d, neuron) in neurons.iter().enumerate().filter(|(_, n)| n.name.starts_with("neuron-device-")) {
+            let efa = &efas[d / devices_per_efa];
+            for key in ["1", "4", "8", "16"].map(|n| format!("resource.aws.com/devicegroup{n}_id")) {
+                assert_eq!(string(neuron, &key), string(efa, &key), "{} vs {} on {key}", neuron.name, efa.name);
+            }
+            assert_eq!(string(efa, "resource.aws.com/devicegroup1_id"), string(efa, "dra.net/pciAddress"));
+        }
+        let names: std::collections::BTreeSet<&String> = efas.iter().map(|e| &e.name).collect();
+        assert_eq!(names.len(), interfaces, "device names are unique");
+    }
+
+    #[test]
+    fn trn2_efa_interfaces_pair_one_to_one_with_devices() {
+        assert_efa_aligned("trn2.48xlarge", 16, 1);
+        assert_efa_aligned("trn2u.48xlarge", 16, 1);
+        assert_efa_aligned("trn1n.32xlarge", 16, 1);
+    }
+
+    #[test]
+    fn trn1_efa_interfaces_serve_two_devices_each() {
+        assert_efa_aligned("trn1.32xlarge", 8, 2);
+    }
+
+    #[test]
+    fn types_without_efa_publish_no_efa_slice() {
+        assert!(efa_slice(&fleet("trn1.2xlarge"), 0, None).is_none());
+        assert!(efa_slice(&fleet("trn2.3xlarge"), 0, None).is_none());
+    }
+
+    #[test]
+    fn the_efa_class_selects_efa_devices_of_the_efa_driver() {
+        let class = efa_device_class();
+        assert_eq!(class.metadata.name.as_deref(), Some("efa.networking.k8s.aws"));
+        let selectors = class.spec.selectors.unwrap();
+        let expression = &selectors[0].cel.as_ref().unwrap().expression;
+        assert!(expression.contains("device.driver == 'dra.net'") && expression.contains("pciDevice"), "{expression}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! `neuron-dra-operator simulate`: a Trainium fleet for tests, benchmarks and the demo. Nodes and ResourceSlices as
-//! the real driver publishes them, faults on demand, and a stand-in kubelet that binds the plugin pods and reports
-//! them Ready. Everything is idempotent (server-side apply).
+//! `neuron-dra-operator simulate`: a Trainium fleet for tests, benchmarks and the demo. Nodes, the Neuron driver's
+//! ResourceSlices and the EFA driver's ResourceSlices (with its DeviceClass) as the real drivers publish them, faults
+//! on demand, and a stand-in kubelet that reports the pods the scheduler bound to simulated nodes as running (and
+//! confirms their deletion). Everything is idempotent (server-side apply).
 
 pub mod fleet;
 
@@ -8,10 +9,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
-use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceSlice};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaint, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -59,7 +61,8 @@ pub enum SimulateCommand {
         #[arg(long, default_value = "NoSchedule")]
         effect: TaintEffect,
     },
-    /// Bind the plugin DaemonSet's pods to their nodes and report them Ready, as kubelets would.
+    /// Report the pods bound to simulated nodes as running (plugin pods Ready or not, per node) and confirm their
+    /// deletion, as kubelets would. Binding is the scheduler's job.
     Kubelet {
         /// One pass instead of watching.
         #[arg(long)]
@@ -136,7 +139,7 @@ pub async fn run(client: Client, command: SimulateCommand) -> anyhow::Result<()>
         SimulateCommand::Kubelet { once } => {
             if once {
                 let handled = kubelet_pass(&client).await?;
-                println!("kubelet: {handled} plugin pods bound and reported");
+                println!("kubelet: {handled} pods on simulated nodes reported");
             } else {
                 kubelet(client).await?;
             }
@@ -153,11 +156,16 @@ fn apply_params() -> PatchParams {
     PatchParams::apply(MANAGER).force()
 }
 
-/// Creates or updates the fleet's nodes (Ready, untainted) and slices.
+/// Creates or updates the fleet's nodes (Ready, untainted) and slices, and the EFA driver's DeviceClass.
 pub async fn create_fleet(client: &Client, spec: &FleetSpec) -> anyhow::Result<()> {
     if fleet::expected_devices(&spec.instance_type).is_none() {
         bail!("--instance-type {}: not a Trainium type the simulator knows", spec.instance_type);
     }
+    let class = fleet::efa_device_class();
+    Api::<DeviceClass>::all(client.clone())
+        .patch(&class.name_any(), &apply_params(), &Patch::Apply(&class))
+        .await
+        .context("applying the EFA DeviceClass")?;
     futures::stream::iter(0..spec.count)
         .map(|index| create_node(client, spec, index))
         .buffer_unordered(PARALLEL)
@@ -186,11 +194,17 @@ async fn create_node(client: &Client, spec: &FleetSpec, index: usize) -> anyhow:
     }
     let status = json!({"apiVersion": "v1", "kind": "Node", "status": fleet::node_status(spec)});
     nodes.patch_status(&name, &apply_params(), &Patch::Apply(&status)).await.context("node status")?;
-    let slice = fleet::resource_slice(spec, index, created.uid());
-    Api::<ResourceSlice>::all(client.clone())
-        .patch(&fleet::slice_name(&name), &apply_params(), &Patch::Apply(&slice))
-        .await
-        .context("applying slice")?;
+    apply_slices(client, spec, index, created.uid()).await
+}
+
+/// The node's Neuron slice and, where the type has EFA, its EFA slice.
+async fn apply_slices(client: &Client, spec: &FleetSpec, index: usize, uid: Option<String>) -> anyhow::Result<()> {
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    let neuron = fleet::resource_slice(spec, index, uid.clone());
+    slices.patch(&neuron.name_any(), &apply_params(), &Patch::Apply(&neuron)).await.context("applying slice")?;
+    if let Some(efa) = fleet::efa_slice(spec, index, uid) {
+        slices.patch(&efa.name_any(), &apply_params(), &Patch::Apply(&efa)).await.context("applying EFA slice")?;
+    }
     Ok(())
 }
 
@@ -285,8 +299,7 @@ pub async fn fault(
             set_plugin_ready(client, node_name, false).await?;
         }
         FaultKind::Clear => {
-            let slice = fleet::resource_slice(&spec, index, node.uid());
-            slices.patch(&slice_name, &apply_params(), &Patch::Apply(&slice)).await?;
+            apply_slices(client, &spec, index, node.uid()).await?;
             patch_node_status(&nodes, node_name, fleet::node_status(&spec)).await?;
             set_plugin_ready(client, node_name, true).await?;
         }
@@ -312,55 +325,44 @@ async fn set_plugin_ready(client: &Client, node_name: &str, ready: bool) -> anyh
     Ok(())
 }
 
-/// The node a plugin pod runs on or is pinned to.
+/// The node a pod is bound to, or (a DaemonSet pod not bound yet) pinned to.
 fn pod_node(pod: &Pod) -> Option<String> {
     let spec = pod.spec.as_ref()?;
     spec.node_name.clone().or_else(|| crate::health::pinned_node(spec.affinity.as_ref()?))
 }
 
-/// Binds a pending plugin pod and reports its status as the node's kubelet would.
-async fn handle_pod(client: &Client, pod: &Pod) -> anyhow::Result<bool> {
-    let Some(node_name) = pod_node(pod) else { return Ok(false) };
-    let Some(node) = Api::<Node>::all(client.clone()).get_opt(&node_name).await? else { return Ok(false) };
-    if node.labels().get(SIMULATED_LABEL).is_none() {
-        return Ok(false);
-    }
-    let namespace = pod.namespace().unwrap_or_default();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+fn is_plugin_pod(pod: &Pod) -> bool {
+    let (key, value) = PLUGIN_POD_LABEL.split_once('=').expect("a key=value selector");
+    pod.labels().get(key).is_some_and(|v| v == value)
+}
+
+/// Reports a pod bound to a simulated node as its kubelet would: running (plugin pods Ready as the node's
+/// annotation says, other pods Ready), or, once it is being deleted, gone. Returns whether the pod was ours.
+async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod) -> anyhow::Result<bool> {
+    let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { return Ok(false) };
+    // A pod can be seen before its node reaches the cache: ask the server then.
+    let node = match nodes.get(&ObjectRef::new(&node_name)) {
+        Some(node) => (*node).clone(),
+        None => match Api::<Node>::all(client.clone()).get_opt(&node_name).await? {
+            Some(node) if node.labels().contains_key(SIMULATED_LABEL) => node,
+            _ => return Ok(false),
+        },
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
     if pod.metadata.deletion_timestamp.is_some() {
         // The kubelet confirms a deletion once the containers have stopped.
         force_delete(&pods, &pod.name_any()).await?;
         return Ok(true);
     }
-    if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
-        let binding = Binding {
-            metadata: ObjectMeta { name: Some(pod.name_any()), ..ObjectMeta::default() },
-            target: ObjectReference {
-                kind: Some("Node".into()),
-                name: Some(node_name.clone()),
-                ..ObjectReference::default()
-            },
-        };
-        let body = serde_json::to_vec(&binding)?;
-        let request = http::Request::post(format!("/api/v1/namespaces/{namespace}/pods/{}/binding", pod.name_any()))
-            .header("content-type", "application/json")
-            .body(body)?;
-        match client.request::<serde_json::Value>(request).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {} // already bound
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let ready = node.annotations().get(PLUGIN_READY_ANNOTATION).is_none_or(|v| v == "true");
-    let current = pod
-        .status
-        .as_ref()
+    let ready = !is_plugin_pod(pod) || node.annotations().get(PLUGIN_READY_ANNOTATION).is_none_or(|v| v == "true");
+    let status = pod.status.as_ref();
+    let current = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
         .map(|c| c.status == "True");
-    if current != Some(ready) {
-        let refreshed = pods.get(&pod.name_any()).await?;
-        report_pod(client, &refreshed, ready).await?;
+    let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
+    if current != Some(ready) || !running {
+        report_pod(client, pod, ready).await?;
     }
     Ok(true)
 }
@@ -385,7 +387,6 @@ async fn report_pod(client: &Client, pod: &Pod, ready: bool) -> anyhow::Result<(
         "status": {
             "phase": "Running", "hostIP": "10.0.0.10", "podIP": "10.0.0.10", "startTime": now,
             "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
                 {"type": "Initialized", "status": "True", "lastTransitionTime": now},
                 {"type": "ContainersReady", "status": flag, "lastTransitionTime": now},
                 {"type": "Ready", "status": flag, "lastTransitionTime": now},
@@ -393,38 +394,59 @@ async fn report_pod(client: &Client, pod: &Pod, ready: bool) -> anyhow::Result<(
             "containerStatuses": containers,
         }
     });
-    pods.patch_status(&pod.name_any(), &apply_params(), &Patch::Apply(&status)).await?;
-    Ok(())
+    match pods.patch_status(&pod.name_any(), &apply_params(), &Patch::Apply(&status)).await {
+        Ok(_) => Ok(()),
+        // Deleted meanwhile: nothing left to report.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
-/// One pass over every plugin pod; returns how many belong to simulated nodes.
+/// The simulated nodes, cached; ready once the first list has arrived.
+async fn simulated_nodes(client: &Client) -> (Store<Node>, tokio::task::JoinHandle<()>) {
+    let (store, writer) = reflector::store();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let stream = reflector(writer, watcher(nodes, watcher::Config::default().labels(SIMULATED_LABEL)))
+        .default_backoff()
+        .for_each(|_| futures::future::ready(()));
+    let task = tokio::spawn(stream);
+    let _ = store.wait_until_ready().await;
+    (store, task)
+}
+
+/// One pass over every pod; returns how many are on simulated nodes.
 pub async fn kubelet_pass(client: &Client) -> anyhow::Result<usize> {
+    let (nodes, task) = simulated_nodes(client).await;
     let pods: Api<Pod> = Api::all(client.clone());
-    let list = pods.list(&ListParams::default().labels(PLUGIN_POD_LABEL)).await?;
+    let list = pods.list(&ListParams::default().fields("spec.nodeName!=")).await?;
     let handled = futures::stream::iter(list.items.iter())
-        .map(|pod| handle_pod(client, pod))
+        .map(|pod| handle_pod(client, &nodes, pod))
         .buffer_unordered(PARALLEL)
         .try_collect::<Vec<bool>>()
-        .await?;
-    Ok(handled.into_iter().filter(|h| *h).count())
+        .await;
+    task.abort();
+    Ok(handled?.into_iter().filter(|h| *h).count())
 }
 
-/// Watches plugin pods until the process is stopped.
+/// Watches the pods bound to nodes until the process is stopped.
 pub async fn kubelet(client: Client) -> anyhow::Result<()> {
+    let (nodes, _task) = simulated_nodes(&client).await;
     let pods: Api<Pod> = Api::all(client.clone());
-    let stream = watcher(pods, watcher::Config::default().labels(PLUGIN_POD_LABEL)).default_backoff().applied_objects();
+    let stream =
+        watcher(pods, watcher::Config::default().fields("spec.nodeName!=")).default_backoff().applied_objects();
     stream
         .for_each_concurrent(PARALLEL, |pod| {
             let client = client.clone();
+            let nodes = nodes.clone();
             async move {
                 match pod {
                     Ok(pod) => {
-                        if let Err(error) = handle_pod(&client, &pod).await {
+                        if let Err(error) = handle_pod(&client, &nodes, &pod).await {
                             tracing::warn!(pod = %pod.name_any(), %error, "simulated kubelet");
                         }
                     }
                     Err(error) => {
-                        tracing::warn!(%error, "watching plugin pods");
+                        tracing::warn!(%error, "watching pods");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }
@@ -447,10 +469,10 @@ pub async fn clear(client: &Client, prefix: Option<&str>) -> anyhow::Result<usiz
         nodes.list_metadata(&params).await?.items.iter().map(|n| n.name_any()).collect();
     slices.delete_collection(&DeleteParams::default(), &params).await?;
     nodes.delete_collection(&DeleteParams::default(), &params).await?;
-    // With their nodes gone no kubelet will confirm the plugin pods' deletion: do it here.
+    // With their nodes gone no kubelet will confirm the pods' deletion: do it here.
     let pods: Api<Pod> = Api::all(client.clone());
     let orphans: Vec<Pod> = pods
-        .list(&ListParams::default().labels(PLUGIN_POD_LABEL))
+        .list(&ListParams::default().fields("spec.nodeName!="))
         .await?
         .items
         .into_iter()

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::cluster::{self, Operator, OperatorOptions, TEST_LABEL, eventually};
 
-pub const TIMEOUT: Duration = Duration::from_secs(60);
+pub const TIMEOUT: Duration = Duration::from_secs(90);
 
 pub struct Scenario {
     pub id: String,
