@@ -47,6 +47,7 @@ pub const MAX_DISAGGREGATED_NAME: usize = 63 - "-prefill".len();
     printcolumn(name = "Devices", type_ = "integer", json_path = ".status.devices.total"),
     printcolumn(name = "Healthy", type_ = "integer", json_path = ".status.devices.healthy"),
     printcolumn(name = "Templates", type_ = "integer", json_path = ".status.templates.count"),
+    printcolumn(name = "Room", type_ = "integer", json_path = ".status.templates.minAvailable"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("size(self.metadata.name) <= 40").message("metadata.name: must be at most 40 characters (it names the plugin DaemonSet)"),
 )]
@@ -473,6 +474,12 @@ pub struct UnhealthyDevice {
     /// NoSchedule or NoExecute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<String>,
+    /// The ResourceClaim (`namespace/name`) that holds the device, if it is allocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// The pods (`namespace/name`) that reserve that claim: the workloads the sick device touches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<String>,
 }
 
 /// One node problem.
@@ -494,6 +501,10 @@ pub struct TemplateSummary {
     pub namespaces: i64,
     /// Templates present.
     pub count: i64,
+    /// The smallest `available` over this config's templates: how many more claims of the tightest profile fit
+    /// now (`kubectl get ndc` column Room).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<i64>,
 }
 
 /// Templates of one profile.
@@ -505,4 +516,25 @@ pub struct ProfileStatus {
     pub templates: Vec<String>,
     /// Namespaces where all of them are present.
     pub namespaces: i64,
+    /// Claims and room per template, in template order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity: Vec<TemplateCapacity>,
+}
+
+/// Claims of one template, and room for more.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateCapacity {
+    pub template: String,
+    /// Claims made from this template (in any namespace) that hold an allocation now.
+    pub allocated: i64,
+    /// How many more claims of this template the nodes this config selects can satisfy now, counting this template
+    /// on its own (as if no other template's claims came first) and packing claims as the scheduler places them: a
+    /// claim of N connected devices takes one whole free `devicegroup<N>` group (with free EFA interfaces of the
+    /// same group when it asks for EFA); one device takes a free device (with EFA: one whose EFA is free too);
+    /// `All` takes a node whose every matching device (and EFA) is free; an UltraServer claim takes a free
+    /// `neuron_node` entry. Only devices that match the template's instance type and driver version count. A
+    /// device is not free when any ResourceClaim holds it or it has a NoSchedule or NoExecute taint (in its slice
+    /// or from a DeviceTaintRule).
+    pub available: i64,
 }

@@ -14,7 +14,7 @@ use crate::build::NEURON_DRIVER;
 use crate::catalog;
 use crate::conflict::NodeFilter;
 use crate::status::Health;
-use crate::view::{DeviceView, NodeView, PodView, SliceView};
+use crate::view::{ClaimView, DeviceView, NodeView, PodView, SliceView};
 
 /// Entries kept in `unhealthyDevices` and in `nodeIssues` each.
 pub const MAX_LISTED: usize = 50;
@@ -38,12 +38,30 @@ pub struct Inputs<'a> {
     pub taint_rules: &'a [Arc<DeviceTaintRule>],
     /// Whether this config's DaemonSet is applied (else plugin pods are not expected).
     pub plugin_expected: bool,
+    /// The claim holding each allocated Neuron device, by (pool, device).
+    pub holders: &'a HashMap<(String, String), Arc<ClaimView>>,
+}
+
+/// The claim holding each allocated Neuron device, by (pool, device).
+pub fn holders(claims: &[Arc<ClaimView>]) -> HashMap<(String, String), Arc<ClaimView>> {
+    claims
+        .iter()
+        .flat_map(|claim| {
+            claim
+                .devices()
+                .iter()
+                .filter(|d| d.driver == NEURON_DRIVER)
+                .map(move |d| ((d.pool.clone(), d.device.clone()), claim.clone()))
+        })
+        .collect()
 }
 
 /// Every unhealthy device, unbounded (events compare these sets); the status gets the bounded lists.
 pub struct Assessment {
     pub health: Health,
     pub unhealthy: BTreeSet<(String, String)>,
+    /// The claims (`namespace/name`) that hold an unhealthy device, unbounded.
+    pub affected_claims: BTreeSet<String>,
 }
 
 pub fn assess(inputs: &Inputs) -> Assessment {
@@ -51,6 +69,7 @@ pub fn assess(inputs: &Inputs) -> Assessment {
     let mut summary = DeviceSummary::default();
     let mut devices: Vec<(Option<i64>, UnhealthyDevice)> = Vec::new();
     let mut issues: Vec<NodeIssue> = Vec::new();
+    let mut affected_claims = BTreeSet::new();
 
     let filter = NodeFilter::new(inputs.spec);
     for node in inputs.nodes.iter().filter(|n| filter.selects(n.labels())) {
@@ -91,9 +110,20 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             }
             if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
                 summary.unhealthy += 1;
+                let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.clone()));
+                let claim =
+                    holder.map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any()));
+                affected_claims.extend(claim.clone());
                 devices.push((
                     added,
-                    UnhealthyDevice { node: name.clone(), device: device.name.clone(), reason, effect: Some(effect) },
+                    UnhealthyDevice {
+                        node: name.clone(),
+                        device: device.name.clone(),
+                        reason,
+                        effect: Some(effect),
+                        claim,
+                        pods: holder.map(|c| c.pods()).unwrap_or_default(),
+                    },
                 ));
             }
         }
@@ -109,7 +139,7 @@ pub fn assess(inputs: &Inputs) -> Assessment {
                         node: name.clone(),
                         device: format!("deviceId={id}"),
                         reason: MISSING.into(),
-                        effect: None,
+                        ..UnhealthyDevice::default()
                     },
                 ));
             }
@@ -139,8 +169,10 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             summary,
             unhealthy_devices: devices.into_iter().take(MAX_LISTED).map(|(_, d)| d).collect(),
             node_issues: issues.into_iter().take(MAX_LISTED).collect(),
+            affected_claims: affected_claims.len(),
         },
         unhealthy,
+        affected_claims,
     }
 }
 
@@ -213,7 +245,7 @@ pub fn image_version(image: &str) -> Option<String> {
 
 /// The first NoSchedule/NoExecute taint on a device, from its slice or a matching DeviceTaintRule:
 /// (reason = taint key, effect, time added as seconds).
-fn taint_of(
+pub fn taint_of(
     slice: &SliceView,
     device: &DeviceView,
     rules: &[Arc<DeviceTaintRule>],
@@ -267,6 +299,7 @@ mod tests {
         slices: HashMap<String, Vec<Arc<SliceView>>>,
         pods: HashMap<String, Arc<PodView>>,
         rules: Vec<Arc<DeviceTaintRule>>,
+        holders: HashMap<(String, String), Arc<crate::view::ClaimView>>,
     }
 
     impl World {
@@ -277,6 +310,7 @@ mod tests {
                 slices: HashMap::new(),
                 pods: HashMap::new(),
                 rules: vec![],
+                holders: HashMap::new(),
             };
             for f in fleets {
                 for i in 0..f.count {
@@ -303,6 +337,7 @@ mod tests {
                 plugin_pods: &self.pods,
                 taint_rules: &self.rules,
                 plugin_expected: true,
+                holders: &self.holders,
             })
         }
 
@@ -326,9 +361,33 @@ mod tests {
     }
 
     #[test]
+    fn a_sick_device_in_use_names_its_claim_and_pods() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+        world.slice_mut("a-0").spec.devices[0].taints =
+            vec![DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }];
+        let claim: crate::view::ClaimView = serde_json::from_value(json!({
+            "metadata": {"name": "job-0-neurons", "namespace": "team"},
+            "status": {
+                "allocation": {"devices": {"results": [{"driver": "neuron.aws.com", "pool": "a-0", "device": "neuron-device-0"}]}},
+                "reservedFor": [{"resource": "pods", "name": "job-0"}],
+            },
+        }))
+        .unwrap();
+        world.holders = holders(&[Arc::new(claim)]);
+        let assessment = world.assess();
+        let entry = &assessment.health.unhealthy_devices[0];
+        assert_eq!(
+            (entry.claim.as_deref(), entry.pods.as_slice()),
+            (Some("team/job-0-neurons"), &["team/job-0".to_string()][..])
+        );
+        assert_eq!(assessment.health.affected_claims, 1);
+        assert_eq!(assessment.affected_claims.into_iter().collect::<Vec<_>>(), ["team/job-0-neurons"]);
+    }
+
+    #[test]
     fn a_tainted_device_is_unhealthy_with_its_key_and_effect() {
         let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
-        let device = &mut world.slice_mut("a-1").spec.devices[3];
+        let device = world.slice_mut("a-1").spec.devices.iter_mut().find(|d| d.name == "neuron-device-3").unwrap();
         device.taints =
             vec![DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }];
         let health = world.assess().health;
@@ -339,7 +398,8 @@ mod tests {
                 node: "a-1".into(),
                 device: "neuron-device-3".into(),
                 reason: "k".into(),
-                effect: Some("NoExecute".into())
+                effect: Some("NoExecute".into()),
+                ..UnhealthyDevice::default()
             }]
         );
     }

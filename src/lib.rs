@@ -7,6 +7,7 @@ pub mod api;
 pub mod apply;
 pub mod build;
 pub mod bundle;
+pub mod capacity;
 pub mod catalog;
 pub mod cli;
 pub mod client;

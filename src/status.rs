@@ -5,8 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
-    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, TemplateSummary,
-    UnhealthyDevice,
+    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, TemplateCapacity,
+    TemplateSummary, UnhealthyDevice,
 };
 
 pub const READY: &str = "Ready";
@@ -43,6 +43,8 @@ pub struct Health {
     pub summary: DeviceSummary,
     pub unhealthy_devices: Vec<UnhealthyDevice>,
     pub node_issues: Vec<NodeIssue>,
+    /// Claims that hold an unhealthy device.
+    pub affected_claims: usize,
 }
 
 /// Everything the status is computed from.
@@ -60,6 +62,8 @@ pub struct Observation {
     /// Namespaces or templates that are missing, for the message.
     pub templates_missing: Vec<String>,
     pub health: Option<Health>,
+    /// Claims and room per template (empty until computed).
+    pub capacity: Vec<TemplateCapacity>,
 }
 
 pub fn compute(
@@ -128,11 +132,12 @@ pub fn compute(
     if let Some(health) = &observed.health {
         let healthy = health.summary.unhealthy == 0 && health.node_issues.is_empty();
         let message = format!(
-            "{} of {} devices healthy on {} nodes; {} node issues",
+            "{} of {} devices healthy on {} nodes; {} node issues; {} claims hold an unhealthy device",
             health.summary.healthy,
             health.summary.total,
             health.summary.nodes,
-            health.node_issues.len()
+            health.node_issues.len(),
+            health.affected_claims
         );
         set(DEVICES_HEALTHY, healthy, if healthy { "AllHealthy" } else { "Unhealthy" }, message);
     }
@@ -165,8 +170,21 @@ pub fn compute(
         templates: Some(TemplateSummary {
             namespaces: observed.template_namespaces as i64,
             count: observed.templates_present as i64,
+            min_available: observed.capacity.iter().map(|c| c.available).min(),
         }),
-        profiles: observed.profiles.clone(),
+        profiles: observed
+            .profiles
+            .iter()
+            .map(|profile| ProfileStatus {
+                capacity: observed
+                    .capacity
+                    .iter()
+                    .filter(|c| profile.templates.contains(&c.template))
+                    .cloned()
+                    .collect(),
+                ..profile.clone()
+            })
+            .collect(),
     }
 }
 
@@ -194,6 +212,7 @@ mod tests {
             profiles: vec![],
             templates_missing: vec![],
             health: None,
+            capacity: Vec::new(),
         }
     }
 
@@ -209,7 +228,7 @@ mod tests {
             assert_eq!(condition(&status, type_).status, "True", "{type_}");
         }
         assert_eq!(status.observed_generation, Some(3));
-        assert_eq!(status.templates, Some(TemplateSummary { namespaces: 2, count: 4 }));
+        assert_eq!(status.templates, Some(TemplateSummary { namespaces: 2, count: 4, min_available: None }));
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::api::TemplateCapacity;
+use crate::validate::ValidatedConfig;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -36,6 +38,13 @@ pub struct RequestLabels {
     pub resource: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TemplateLabels {
+    pub config: String,
+    pub profile: String,
+    pub template: String,
+}
+
 /// Every metric the operator exports.
 pub struct Metrics {
     registry: Registry,
@@ -47,6 +56,8 @@ pub struct Metrics {
     pub nodes: Family<ConfigLabels, Gauge>,
     pub devices: Family<ConfigLabels, Gauge>,
     pub unhealthy_devices: Family<ConfigLabels, Gauge>,
+    pub template_available: Family<TemplateLabels, Gauge>,
+    pub template_allocated: Family<TemplateLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -60,6 +71,8 @@ impl Default for Metrics {
         let nodes = Family::<ConfigLabels, Gauge>::default();
         let devices = Family::<ConfigLabels, Gauge>::default();
         let unhealthy_devices = Family::<ConfigLabels, Gauge>::default();
+        let template_available = Family::<TemplateLabels, Gauge>::default();
+        let template_allocated = Family::<TemplateLabels, Gauge>::default();
         registry.register("reconciles", "Reconciles per config", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
         registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
@@ -72,6 +85,16 @@ impl Default for Metrics {
         registry.register("nodes", "Nodes a config selects", nodes.clone());
         registry.register("devices", "Neuron devices on the nodes a config selects", devices.clone());
         registry.register("unhealthy_devices", "Unhealthy Neuron devices per config", unhealthy_devices.clone());
+        registry.register(
+            "template_available",
+            "How many more claims of a profile's template the config's nodes can satisfy now",
+            template_available.clone(),
+        );
+        registry.register(
+            "template_allocated",
+            "Claims made from a profile's template that hold devices now",
+            template_allocated.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -82,6 +105,8 @@ impl Default for Metrics {
             nodes,
             devices,
             unhealthy_devices,
+            template_available,
+            template_allocated,
         }
     }
 }
@@ -91,6 +116,19 @@ impl Metrics {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
         out
+    }
+
+    /// The capacity gauges of one config's templates.
+    pub fn record_capacity(&self, config: &str, validated: &ValidatedConfig, capacity: &[TemplateCapacity]) {
+        for (claim, room) in validated.claims.iter().zip(capacity) {
+            let labels = TemplateLabels {
+                config: config.into(),
+                profile: claim.profile.clone(),
+                template: room.template.clone(),
+            };
+            self.template_available.get_or_create(&labels).set(room.available);
+            self.template_allocated.get_or_create(&labels).set(room.allocated);
+        }
     }
 
     /// Counts one outgoing API request.

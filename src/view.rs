@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceClaim, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -62,14 +62,23 @@ pub struct DeviceView {
     pub attributes: KeptAttributes,
 }
 
-/// The three device attributes health reads, as their plain values; every other attribute is skipped while
+/// The device attributes health and capacity read, as their plain values; every other attribute is skipped while
 /// parsing. (Serialized as plain values too: views are never written back.)
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct KeptAttributes {
     pub device_id: Option<i64>,
     pub resource_type: Option<String>,
     pub dra_driver_version: Option<String>,
+    pub instance_type: Option<String>,
+    pub neuron_driver_version: Option<String>,
+    /// `resource.aws.com/devicegroup{1,4,8,16}_id`, in that order.
+    pub device_groups: [Option<String>; 4],
+    /// The EFA driver's `pciDevice` (what its DeviceClass selects on).
+    pub pci_device: Option<String>,
 }
+
+/// The connected-group sizes the drivers publish ids for, in `KeptAttributes::device_groups` order.
+pub const DEVICE_GROUP_SIZES: [u32; 4] = [1, 4, 8, 16];
 
 /// A device attribute value as the API writes it (one of int, string, version).
 #[derive(Deserialize)]
@@ -97,6 +106,21 @@ impl<'de> Deserialize<'de> for KeptAttributes {
                         "deviceId" => kept.device_id = map.next_value::<Attribute>()?.int,
                         "resourceType" => kept.resource_type = map.next_value::<Attribute>()?.string,
                         "draDriverVersion" => kept.dra_driver_version = map.next_value::<Attribute>()?.version,
+                        "instanceType" => kept.instance_type = map.next_value::<Attribute>()?.string,
+                        "neuronDriverVersion" => kept.neuron_driver_version = map.next_value::<Attribute>()?.string,
+                        "resource.aws.com/devicegroup1_id" => {
+                            kept.device_groups[0] = map.next_value::<Attribute>()?.string
+                        }
+                        "resource.aws.com/devicegroup4_id" => {
+                            kept.device_groups[1] = map.next_value::<Attribute>()?.string
+                        }
+                        "resource.aws.com/devicegroup8_id" => {
+                            kept.device_groups[2] = map.next_value::<Attribute>()?.string
+                        }
+                        "resource.aws.com/devicegroup16_id" => {
+                            kept.device_groups[3] = map.next_value::<Attribute>()?.string
+                        }
+                        "dra.net/pciDevice" | "pciDevice" => kept.pci_device = map.next_value::<Attribute>()?.string,
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -121,6 +145,75 @@ impl DeviceView {
     }
     pub fn dra_driver_version(&self) -> Option<&str> {
         self.attributes.dra_driver_version.as_deref()
+    }
+    /// The id of the connected group of `size` devices this device belongs to.
+    pub fn device_group(&self, size: u32) -> Option<&str> {
+        let index = DEVICE_GROUP_SIZES.iter().position(|s| *s == size)?;
+        self.attributes.device_groups[index].as_deref()
+    }
+}
+
+/// A ResourceClaim: its labels (generated claims carry their template's) and what it holds now: the allocated
+/// devices and the pods that reserve it. Every claim in the cluster is cached, so only this much is kept.
+#[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[resource(inherit = "ResourceClaim")]
+pub struct ClaimView {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: ClaimStatusView,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimStatusView {
+    #[serde(default)]
+    pub allocation: Option<AllocationView>,
+    #[serde(default)]
+    pub reserved_for: Vec<ConsumerView>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct AllocationView {
+    #[serde(default)]
+    pub devices: AllocatedDevicesView,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct AllocatedDevicesView {
+    #[serde(default)]
+    pub results: Vec<AllocatedDeviceView>,
+}
+
+/// One allocated device: its driver, pool (the node, for node-local drivers) and name.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AllocatedDeviceView {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct ConsumerView {
+    #[serde(default)]
+    pub resource: String,
+    pub name: String,
+}
+
+impl ClaimView {
+    /// The devices the claim holds (none when it is not allocated).
+    pub fn devices(&self) -> &[AllocatedDeviceView] {
+        self.status.allocation.as_ref().map(|a| a.devices.results.as_slice()).unwrap_or_default()
+    }
+
+    /// The pods that reserve the claim, as `namespace/name`.
+    pub fn pods(&self) -> Vec<String> {
+        let namespace = self.metadata.namespace.as_deref().unwrap_or_default();
+        self.status
+            .reserved_for
+            .iter()
+            .filter(|c| c.resource == "pods")
+            .map(|c| format!("{namespace}/{}", c.name))
+            .collect()
     }
 }
 

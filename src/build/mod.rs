@@ -25,6 +25,8 @@ pub const MANAGER: &str = "neuron-dra-operator";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const LABEL_CONFIG: &str = "neurondra.io/config";
 pub const LABEL_PROFILE: &str = "neurondra.io/profile";
+/// On the claims made from a template (copied there by the resourceclaim controller): the template's name.
+pub const LABEL_CLAIM_TEMPLATE: &str = "neurondra.io/template";
 /// On objects several configs may share (the driver Namespace, the DeviceClass) instead of `neurondra.io/config`.
 pub const LABEL_SHARED: &str = "neurondra.io/shared";
 /// Hash of a template's spec: templates are immutable, so a changed hash means delete and re-create.

@@ -6,10 +6,13 @@ use k8s_openapi::api::resource::v1::{
     CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceConstraint, DeviceRequest, DeviceSelector,
     ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaimSpec, ResourceClaimTemplate, ResourceClaimTemplateSpec,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::json;
 
-use super::{ANNOTATION_SPEC_HASH, LABEL_PROFILE, NEURON_DRIVER, owned_meta, short_hash};
+use super::{
+    ANNOTATION_SPEC_HASH, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, LABEL_PROFILE, NEURON_DRIVER, owned_meta, short_hash,
+};
 use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
 
 pub const REQUEST_NEURONS: &str = "neurons";
@@ -18,15 +21,16 @@ pub const EFA_DEVICE_CLASS: &str = "efa.networking.k8s.aws";
 const OPAQUE_API_VERSION: &str = "neuron.aws.com/v1";
 
 pub fn resource_claim_template(config: &ValidatedConfig, claim: &ClaimSpec, namespace: &str) -> ResourceClaimTemplate {
-    let spec = template_spec(&config.spec.device_class_name, claim);
+    let spec = template_spec(config, claim);
     let mut metadata = owned_meta(config, &claim.template, Some(namespace));
     metadata.labels.get_or_insert_with(BTreeMap::new).insert(LABEL_PROFILE.into(), claim.profile.clone());
     metadata.annotations = Some(BTreeMap::from([(ANNOTATION_SPEC_HASH.to_string(), short_hash(&spec))]));
     ResourceClaimTemplate { metadata, spec }
 }
 
-/// The template's spec: requests, constraints and opaque config for one claim.
-pub fn template_spec(device_class: &str, claim: &ClaimSpec) -> ResourceClaimTemplateSpec {
+/// The template's spec: labels for the claims made from it, requests, constraints and opaque config for one claim.
+pub fn template_spec(owner: &ValidatedConfig, claim: &ClaimSpec) -> ResourceClaimTemplateSpec {
+    let device_class = owner.spec.device_class_name.as_str();
     let mut requests = Vec::new();
     let mut constraints = Vec::new();
     let mut config = Vec::new();
@@ -65,8 +69,14 @@ pub fn template_spec(device_class: &str, claim: &ClaimSpec) -> ResourceClaimTemp
         })));
     }
 
+    // Copied onto every claim made from the template, so status can count each template's claims.
+    let claim_labels = BTreeMap::from([
+        (LABEL_CONFIG.to_string(), owner.name.clone()),
+        (LABEL_PROFILE.to_string(), claim.profile.clone()),
+        (LABEL_CLAIM_TEMPLATE.to_string(), claim.template.clone()),
+    ]);
     ResourceClaimTemplateSpec {
-        metadata: None,
+        metadata: Some(ObjectMeta { labels: Some(claim_labels), ..ObjectMeta::default() }),
         spec: ResourceClaimSpec {
             devices: Some(DeviceClaim {
                 requests: Some(requests),

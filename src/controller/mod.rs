@@ -27,7 +27,7 @@ use crate::api::NeuronDRAConfig;
 use crate::apply::ApplyError;
 use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::telemetry::{ErrorLabels, Metrics, Readiness};
-use crate::view::{NodeView, PodView, SliceView, trim_meta, trim_pod};
+use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
 
 pub use reconcile::FINALIZER;
 
@@ -46,8 +46,12 @@ pub struct Stores {
     pub cluster_roles: Store<ClusterRole>,
     pub cluster_role_bindings: Store<ClusterRoleBinding>,
     pub device_classes: Store<DeviceClass>,
-    /// The Neuron driver's ResourceSlices, trimmed to what health reads.
+    /// The Neuron driver's ResourceSlices, trimmed to what health and capacity read.
     pub slices: Store<SliceView>,
+    /// The EFA driver's ResourceSlices, for capacity (EFA alignment).
+    pub efa_slices: Store<SliceView>,
+    /// Every ResourceClaim, trimmed to labels, allocated devices and consumers: what is in use, and by whom.
+    pub claims: Store<ClaimView>,
     /// Empty (and ready) where the cluster does not serve `resource.k8s.io/v1alpha3`.
     pub taint_rules: Store<DeviceTaintRule>,
     /// The kubelet-plugin pods of every config.
@@ -68,6 +72,8 @@ impl Stores {
             self.cluster_role_bindings.wait_until_ready(),
             self.device_classes.wait_until_ready(),
             self.slices.wait_until_ready(),
+            self.efa_slices.wait_until_ready(),
+            self.claims.wait_until_ready(),
             self.taint_rules.wait_until_ready(),
             self.plugin_pods.wait_until_ready(),
         );
@@ -88,6 +94,8 @@ pub struct Context {
     unparseable: Mutex<HashMap<String, String>>,
     /// Unhealthy devices per config at the last reconcile, so events mark changes, not every reconcile.
     unhealthy_seen: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
+    /// Claims on unhealthy devices per config at the last reconcile, likewise.
+    in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
 }
 
 /// Errors of one reconcile; `category` is the metric label and the Warning event reason.
@@ -307,6 +315,13 @@ pub async fn run_controller(
         watcher::Config::default().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
         trim_meta,
     );
+    let (efa_slices, efa_slices_stream) = cached_trimmed(
+        Api::<SliceView>::all(client.clone()),
+        watcher::Config::default().fields(&format!("spec.driver={}", crate::capacity::EFA_DRIVER)),
+        trim_meta,
+    );
+    let (claims, claims_stream) =
+        cached_trimmed(Api::<ClaimView>::all(client.clone()), watcher::Config::default(), trim_meta);
     let (plugin_pods, pods_stream) = cached_trimmed(Api::<PodView>::all(client.clone()), managed.clone(), trim_pod);
     let (taint_rules, rules_stream) = if serves_taint_rules(&client).await {
         let (store, stream) = cached(Api::<DeviceTaintRule>::all(client.clone()), watcher::Config::default());
@@ -336,6 +351,8 @@ pub async fn run_controller(
         cluster_role_bindings,
         device_classes,
         slices,
+        efa_slices,
+        claims,
         taint_rules,
         plugin_pods,
     };
@@ -349,6 +366,7 @@ pub async fn run_controller(
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),
+        in_use_seen: Mutex::default(),
     });
 
     let controller = controller
@@ -361,6 +379,8 @@ pub async fn run_controller(
         .watches_stream(namespaces_stream, to_all_configs(&configs))
         .watches_stream(nodes_stream, to_all_configs(&configs))
         .watches_stream(slices_stream, to_all_configs(&configs))
+        .watches_stream(efa_slices_stream, to_all_configs(&configs))
+        .watches_stream(claims_stream, to_all_configs(&configs))
         .watches_stream(pods_stream, |o| owner_config(&o));
     let controller = match rules_stream {
         Some(stream) => controller.watches_stream(stream, to_all_configs(&configs)),

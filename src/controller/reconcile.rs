@@ -247,6 +247,7 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
                 profiles: Vec::new(),
                 templates_missing: Vec::new(),
                 health: None,
+                capacity: Vec::new(),
             };
             if condition_reason(previous, status::CONFIG_VALID) != Some("InvalidSpec") {
                 publish(ctx, &reference, EventType::Warning, "InvalidSpec", "Validate", message).await;
@@ -296,7 +297,9 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         ctx,
     );
     let assessment = assess_health(&validated, daemon_set_wanted, ctx);
-    health_events(ctx, &reference, previous, &assessment.unhealthy).await;
+    health_events(ctx, &reference, previous, &assessment).await;
+    observation.capacity = assess_capacity(&validated, ctx);
+    ctx.metrics.record_capacity(&name, &validated, &observation.capacity);
     let labels = ConfigLabels { config: name.clone() };
     let summary = &assessment.health.summary;
     ctx.metrics.nodes.get_or_create(&labels).set(summary.nodes);
@@ -596,7 +599,7 @@ fn observe(
                 .iter()
                 .filter(|ns| templates.iter().all(|t| report.templates_in_place.contains(&format!("{ns}/{t}"))))
                 .count();
-            ProfileStatus { name: profile, templates, namespaces: complete as i64 }
+            ProfileStatus { name: profile, templates, namespaces: complete as i64, capacity: Vec::new() }
         })
         .collect();
     let in_place_namespaces: BTreeSet<&str> =
@@ -612,6 +615,7 @@ fn observe(
         profiles,
         templates_missing: missing,
         health: None,
+        capacity: Vec::new(),
     }
 }
 
@@ -633,6 +637,7 @@ fn assess_health(validated: &ValidatedConfig, daemon_set_wanted: bool, ctx: &Con
         .filter_map(|pod| Some((pod.node()?, pod)))
         .collect();
     let taint_rules = stores.taint_rules.state();
+    let holders = health::holders(&stores.claims.state());
     health::assess(&health::Inputs {
         spec: &validated.spec,
         nodes: &nodes,
@@ -640,6 +645,25 @@ fn assess_health(validated: &ValidatedConfig, daemon_set_wanted: bool, ctx: &Con
         plugin_pods: &plugin_pods,
         taint_rules: &taint_rules,
         plugin_expected: daemon_set_wanted,
+        holders: &holders,
+    })
+}
+
+/// Claims and room per template over the nodes this config selects, from the caches.
+fn assess_capacity(validated: &ValidatedConfig, ctx: &Context) -> Vec<crate::api::TemplateCapacity> {
+    let stores = &ctx.stores;
+    let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
+    for slice in stores.slices.state().into_iter().chain(stores.efa_slices.state()) {
+        if let Some(node) = slice.spec.node_name.clone() {
+            slices.entry(node).or_default().push(slice);
+        }
+    }
+    crate::capacity::assess(&crate::capacity::Inputs {
+        config: validated,
+        nodes: &stores.nodes.state(),
+        slices: &slices,
+        claims: &stores.claims.state(),
+        taint_rules: &stores.taint_rules.state(),
     })
 }
 
@@ -648,9 +672,22 @@ async fn health_events(
     ctx: &Context,
     reference: &k8s_openapi::api::core::v1::ObjectReference,
     previous: Option<&NeuronDRAConfigStatus>,
-    unhealthy: &BTreeSet<(String, String)>,
+    assessment: &health::Assessment,
 ) {
+    let unhealthy = &assessment.unhealthy;
     let name = reference.name.clone().unwrap_or_default();
+    let in_use_before = {
+        let mut seen = ctx.in_use_seen.lock().expect("not poisoned");
+        seen.insert(name.clone(), assessment.affected_claims.clone()).unwrap_or_else(|| {
+            previous.iter().flat_map(|s| &s.unhealthy_devices).filter_map(|d| d.claim.clone()).collect()
+        })
+    };
+    let newly_in_use: Vec<&String> = assessment.affected_claims.difference(&in_use_before).collect();
+    if !newly_in_use.is_empty() {
+        let shown: Vec<&str> = newly_in_use.iter().take(10).map(|c| c.as_str()).collect();
+        let note = format!("unhealthy devices are allocated to claims: {}", shown.join(", "));
+        publish(ctx, reference, EventType::Warning, "UnhealthyDeviceInUse", "Health", note).await;
+    }
     let before = {
         let mut seen = ctx.unhealthy_seen.lock().expect("not poisoned");
         let before = seen.get(&name).cloned().unwrap_or_else(|| {
