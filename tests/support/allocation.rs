@@ -116,10 +116,12 @@ pub async fn wait_unschedulable(client: &Client, namespace: &str, name: &str) ->
 pub async fn claim_of(client: &Client, pod: &Pod) -> ResourceClaim {
     let namespace = pod.namespace().unwrap();
     let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.clone()).unwrap_or_default();
+    let named = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).into_iter().flatten();
     let claim_name = statuses
         .iter()
         .find_map(|s| s.resource_claim_name.clone())
-        .unwrap_or_else(|| panic!("pod {} has no generated claim", pod.name_any()));
+        .or_else(|| named.into_iter().find_map(|c| c.resource_claim_name.clone()))
+        .unwrap_or_else(|| panic!("pod {} has no claim", pod.name_any()));
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &namespace);
     eventually(TIMEOUT, &format!("claim {claim_name} allocated"), || async {
         let claim = claims.get(&claim_name).await.ok()?;
