@@ -2,8 +2,11 @@
 //! control plane. Prints one table (scenario, figure, value, target, met). Figures, not assertions.
 //!
 //! Knobs (environment): BENCH_RUNS (apply-to-Ready runs, default 5), BENCH_NAMESPACES (50), BENCH_IDLE_SECS (300),
-//! BENCH_SCALES (node counts, default "1000,5000").
+//! BENCH_SCALES (node counts, default "1000,5000"), BENCH_ONLY (`fleet`: scenarios 4 and 5; `capacity`: 5 only),
+//! and scenario 5's own (see `capacity.rs`).
 
+#[path = "scenarios/capacity.rs"]
+mod capacity;
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
 
@@ -426,8 +429,9 @@ async fn main() {
     eprintln!("bench: {machine} cores; operator {}", env!("CARGO_BIN_EXE_neuron-dra-operator"));
     let mut table = Table::default();
 
-    // BENCH_ONLY=fleet skips scenarios 1 to 3.
-    if std::env::var("BENCH_ONLY").as_deref() != Ok("fleet") {
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    // BENCH_ONLY=fleet skips scenarios 1 to 3; BENCH_ONLY=capacity runs scenario 5 alone.
+    if only.is_empty() {
         let operator = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: "bench", extra: &[] });
         let pid = operator_pid(&operator);
         let ready_config = apply_to_ready(&client, &mut table).await;
@@ -437,9 +441,12 @@ async fn main() {
         drop(operator);
     }
 
-    let scales: String = env_or("BENCH_SCALES", "1000,5000".to_string());
-    for nodes in scales.split(',').filter_map(|n| n.trim().parse().ok()) {
-        fleet_scale(&client, nodes, &mut table).await;
+    if only != "capacity" {
+        let scales: String = env_or("BENCH_SCALES", "1000,5000".to_string());
+        for nodes in scales.split(',').filter_map(|n| n.trim().parse().ok()) {
+            fleet_scale(&client, nodes, &mut table).await;
+        }
     }
+    capacity::capacity_scale(&client, &mut table).await;
     table.print();
 }

@@ -37,25 +37,27 @@ pub struct NodeDevices<'a> {
     pub efa: Vec<Slot<'a>>,
 }
 
-/// Every device some claim holds, as (driver, pool, device).
-pub fn allocated_devices(claims: &[Arc<ClaimView>]) -> HashSet<AllocatedDeviceView> {
-    claims.iter().flat_map(|c| c.devices().iter().cloned()).collect()
+/// A device by (driver, pool, device name), borrowed from the caches.
+pub type DeviceKey<'a> = (&'a str, &'a str, &'a str);
+
+/// Every device some claim holds.
+pub fn allocated_devices(claims: &[Arc<ClaimView>]) -> HashSet<DeviceKey<'_>> {
+    claims
+        .iter()
+        .flat_map(|c| c.devices().iter().map(|d: &AllocatedDeviceView| (&*d.driver, &*d.pool, &*d.device)))
+        .collect()
 }
 
 /// One node's devices from its Neuron and EFA slices, each marked free or not.
 pub fn node_devices<'a>(
     slices: impl IntoIterator<Item = &'a SliceView>,
-    allocated: &HashSet<AllocatedDeviceView>,
+    allocated: &HashSet<DeviceKey>,
     taint_rules: &[Arc<DeviceTaintRule>],
 ) -> NodeDevices<'a> {
     let mut node = NodeDevices::default();
     for slice in slices {
         for device in &slice.spec.devices {
-            let key = AllocatedDeviceView {
-                driver: slice.spec.driver.clone(),
-                pool: slice.spec.pool.name.clone(),
-                device: device.name.clone(),
-            };
+            let key = (slice.spec.driver.as_str(), slice.spec.pool.name.as_str(), device.name.as_str());
             let free = !allocated.contains(&key) && taint_of(slice, device, taint_rules).is_none();
             let slot = Slot { device, free };
             match slice.spec.driver.as_str() {
