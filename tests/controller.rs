@@ -68,7 +68,7 @@ async fn every_sample_reaches_ready_and_kubectl_shows_the_columns() {
 
     let table = kubectl(&["get", "ndc", "-l", &format!("{TEST_LABEL}={}", s.id)]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "PHASE", "NODES", "DEVICES", "HEALTHY", "TEMPLATES", "AGE"]);
+    assert_eq!(header, ["NAME", "PHASE", "NODES", "DEVICES", "HEALTHY", "TEMPLATES", "ROOM", "AGE"]);
     assert_eq!(table.lines().count(), 5, "{table}");
     assert!(table.lines().skip(1).all(|l| l.split_whitespace().nth(1) == Some("Ready")), "{table}");
 }

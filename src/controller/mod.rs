@@ -1,6 +1,9 @@
 //! controller: the kube-runtime controller for `NeuronDRAConfig`, its watch caches, leader election and runtime.
 
 mod reconcile;
+mod sampling;
+
+use sampling::sampled;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -30,6 +33,10 @@ use crate::telemetry::{ErrorLabels, Metrics, Readiness};
 use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
 
 pub use reconcile::FINALIZER;
+
+/// How often changes of the cluster-wide inputs may trigger a reconcile of every config (see `sampled`); longer
+/// than the controller's debounce, so the reconcile runs between two triggers.
+const INPUTS_SAMPLING: Duration = Duration::from_secs(1);
 
 /// The config as watched: one that cannot be parsed is still delivered, as an error, and reported.
 pub type GuardedConfig = DeserializeGuard<NeuronDRAConfig>;
@@ -281,14 +288,6 @@ fn owner_config<K: Resource>(object: &K) -> Option<ObjectRef<GuardedConfig>> {
     object.labels().get(LABEL_CONFIG).map(|name| ObjectRef::new(name))
 }
 
-/// A mapper to every config (namespaces, nodes, slices and shared objects can matter to any of them).
-fn to_all_configs<K>(
-    configs: &Store<GuardedConfig>,
-) -> impl Fn(K) -> Vec<ObjectRef<GuardedConfig>> + Send + Sync + 'static {
-    let configs = configs.clone();
-    move |_| configs.state().iter().map(|c| ObjectRef::from_obj(c.as_ref())).collect()
-}
-
 pub async fn run_controller(
     client: Client,
     metrics: Arc<Metrics>,
@@ -369,24 +368,26 @@ pub async fn run_controller(
         in_use_seen: Mutex::default(),
     });
 
+    // Inputs every config reads (cluster-wide), merged into one trigger for all configs and sampled: a busy
+    // cluster's stream of claim, slice and node changes cannot keep postponing a debounced reconcile.
+    let mut inputs = vec![
+        dc_stream.map(|_| ()).boxed(),
+        namespaces_stream.map(|_| ()).boxed(),
+        nodes_stream.map(|_| ()).boxed(),
+        slices_stream.map(|_| ()).boxed(),
+        efa_slices_stream.map(|_| ()).boxed(),
+        claims_stream.map(|_| ()).boxed(),
+    ];
+    inputs.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
     let controller = controller
         .watches_stream(ds_stream, |o| owner_config(&o))
         .watches_stream(templates_stream, |o| owner_config(&o))
         .watches_stream(sa_stream, |o| owner_config(&o))
         .watches_stream(cr_stream, |o| owner_config(&o))
         .watches_stream(crb_stream, |o| owner_config(&o))
-        .watches_stream(dc_stream, to_all_configs(&configs))
-        .watches_stream(namespaces_stream, to_all_configs(&configs))
-        .watches_stream(nodes_stream, to_all_configs(&configs))
-        .watches_stream(slices_stream, to_all_configs(&configs))
-        .watches_stream(efa_slices_stream, to_all_configs(&configs))
-        .watches_stream(claims_stream, to_all_configs(&configs))
-        .watches_stream(pods_stream, |o| owner_config(&o));
-    let controller = match rules_stream {
-        Some(stream) => controller.watches_stream(stream, to_all_configs(&configs)),
-        None => controller,
-    }
-    .graceful_shutdown_on(stop);
+        .watches_stream(pods_stream, |o| owner_config(&o))
+        .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
+        .graceful_shutdown_on(stop);
 
     let ready_stores = stores.clone();
     tokio::spawn(async move {
