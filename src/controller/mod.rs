@@ -103,6 +103,8 @@ pub struct Context {
     unhealthy_seen: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
     /// Claims on unhealthy devices per config at the last reconcile, likewise.
     in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+    /// True once every cache has listed once (see `Context::synced`).
+    synced: watch::Receiver<bool>,
 }
 
 /// Errors of one reconcile; `category` is the metric label and the Warning event reason.
@@ -355,6 +357,7 @@ pub async fn run_controller(
         taint_rules,
         plugin_pods,
     };
+    let (synced_tx, synced_rx) = watch::channel(false);
     let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
     let context = Arc::new(Context {
         client: client.clone(),
@@ -366,6 +369,7 @@ pub async fn run_controller(
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),
         in_use_seen: Mutex::default(),
+        synced: synced_rx,
     });
 
     // Inputs every config reads (cluster-wide), merged into one trigger for all configs and sampled: a busy
@@ -389,9 +393,12 @@ pub async fn run_controller(
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);
 
+    // The one waiter on the caches' readiness: a store's ready signal wakes only its latest waiter, so concurrent
+    // reconciles waiting on it directly could wait forever. Reconciles wait on `synced` instead.
     let ready_stores = stores.clone();
     tokio::spawn(async move {
         ready_stores.wait_ready().await;
+        let _ = synced_tx.send(true);
         readiness.set(true);
         tracing::info!("caches synced");
     });
@@ -424,6 +431,12 @@ fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) ->
 }
 
 impl Context {
+    /// Waits until every cache has listed once, so a reconcile never mistakes "not loaded" for "absent".
+    async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|ready| *ready).await;
+    }
+
     fn reset_failures(&self, name: &str) {
         self.failures.lock().expect("not poisoned").remove(name);
     }

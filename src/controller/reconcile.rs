@@ -31,7 +31,7 @@ use crate::view::{PodView, SliceView};
 pub const FINALIZER: &str = "neurondra.io/cleanup";
 
 pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.stores.wait_ready().await;
+    ctx.synced().await;
     let started = Instant::now();
     let name = config.name_any();
     ctx.metrics.reconciles.get_or_create(&ConfigLabels { config: name.clone() }).inc();
