@@ -41,11 +41,17 @@ const COPIES: &[(&str, &str)] = &[
 /// Helm with its own config, cache and data directories (parallel-safe), against the local control plane when
 /// one is running.
 fn helm(args: &[&str]) -> Run {
-    let home = temp_dir("helm-home");
+    // Made once per process: tests run Helm concurrently, and none of these commands writes there.
+    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let home = HOME.get_or_init(|| temp_dir("helm-home"));
     let mut env: Vec<(&str, &Path)> =
-        vec![("HELM_CACHE_HOME", &home), ("HELM_CONFIG_HOME", &home), ("HELM_DATA_HOME", &home)];
-    let kubeconfig = std::env::var("KUBECONFIG").map(PathBuf::from).unwrap_or_else(|_| repo("target/x"));
-    env.push(("KUBECONFIG", &kubeconfig));
+        vec![("HELM_CACHE_HOME", home), ("HELM_CONFIG_HOME", home), ("HELM_DATA_HOME", home)];
+    // The control plane's kubeconfig, as `cluster::kubeconfig` finds it; lint and template need none.
+    let kubeconfig =
+        std::env::var_os("KUBECONFIG").map(PathBuf::from).unwrap_or_else(|| repo("target/controlplane/kubeconfig"));
+    if kubeconfig.exists() {
+        env.push(("KUBECONFIG", &kubeconfig));
+    }
     tools::run(&tools::tool("helm"), args, &repo(""), &env)
 }
 
