@@ -5,7 +5,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/target/controlplane/kubeconfig
 
 include hack/controlplane.mk
 
-.PHONY: build release lint test unit-test crds bench demo demo-down
+.PHONY: build release lint test unit-test crds bench demo demo-down tools
 
 ## The main job on one machine: control plane, simulated fleet, operator, the mixed sample, one faulty device.
 demo:
@@ -20,9 +20,21 @@ build:
 release:
 	$(CARGO) build --locked --release
 
-## Regenerate the checked-in CRD from the Rust types.
+## Regenerate the checked-in CRD from the Rust types (and its copy in the Helm chart).
 crds:
 	$(CARGO) run --locked --quiet -- crd > crds/neurondra.io_neurondraconfigs.yaml
+	$(MAKE) --no-print-directory chart
+
+## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD,
+## the RBAC rules, the alerts and the dashboard. Its templates are compared with config/ by tests/helm.rs.
+CHART := charts/neuron-dra-operator
+.PHONY: chart
+chart:
+	cp crds/neurondra.io_neurondraconfigs.yaml $(CHART)/crds/neurondra.io_neurondraconfigs.yaml
+	cp config/rbac/role.yaml $(CHART)/files/role.yaml
+	cp config/rbac/leader_election_role.yaml $(CHART)/files/leader_election_role.yaml
+	cp config/prometheus/prometheus_rule.yaml $(CHART)/files/prometheus_rule.yaml
+	cp config/grafana/neuron-dra-operator.json $(CHART)/files/neuron-dra-operator.json
 
 ## The operator image, read from config/manager/kustomization.yaml: the one place it is named.
 IMG_NAME := $(shell awk '$$1 == "newName:" {print $$2}' config/manager/kustomization.yaml)
@@ -44,6 +56,10 @@ image:
 bundle-image:
 	$(CONTAINER_TOOL) build -f bundle/bundle.Dockerfile -t $(BUNDLE_IMG) bundle
 
+## Helm, promtool and the bundle validator, built from Go modules into ~/.cache (once per version).
+tools:
+	hack/tools.sh build
+
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
@@ -53,9 +69,11 @@ unit-test:
 	$(CARGO) test --locked --lib --bins --test render_cli
 
 ## Everything: lint, then unit and integration tests against a real local control plane, which is stopped
-## again even when a test fails.
+## again even when a test fails. Helm, promtool and the bundle validator are built first (cached in ~/.cache),
+## so their first build does not compete with timing-sensitive tests.
 test: lint
 	$(CARGO) build --locked --all-targets
+	hack/tools.sh build
 	$(CONTROLPLANE_SH) up
 	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast -- --test-threads=4 || status=$$?; \
 	$(CONTROLPLANE_SH) down; exit $$status

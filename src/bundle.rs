@@ -12,8 +12,17 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 pub const PACKAGE: &str = "neuron-dra-operator";
-pub const CHANNEL: &str = "alpha";
+/// OLM's channel naming convention: `candidate` ⊇ `fast` ⊇ `stable`; a release goes into all three, and a
+/// subscription without a channel follows `stable`.
+pub const CHANNELS: &[&str] = &["candidate", "fast", "stable"];
+pub const DEFAULT_CHANNEL: &str = "stable";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// When this version was released (the CSV's `createdAt`); a constant so generation stays deterministic. Set it
+/// with the version at release.
+const CREATED_AT: &str = "2026-11-30T00:00:00Z";
+const REPOSITORY: &str = "https://github.com/neurondra/neuron-dra-operator";
+/// The icon OperatorHub shows, drawn for this project.
+const ICON_FILE: &str = "docs/icon.svg";
 /// The CSV this version replaces in the channel: none for the first release. Set it to the previous release's CSV
 /// name when releasing; `olm.skipRange` already lets OLM upgrade from any older version.
 const REPLACES: Option<&str> = None;
@@ -41,6 +50,7 @@ pub struct Sources {
     pub crd_yaml: String,
     /// `samples/*.yaml` by file name.
     pub samples: Vec<Value>,
+    pub icon_svg: String,
 }
 
 impl Sources {
@@ -75,6 +85,7 @@ impl Sources {
             service_account,
             crd_yaml: read(&root.join(crate::crd::CRD_FILE))?,
             samples,
+            icon_svg: read(&root.join(ICON_FILE))?,
         })
     }
 
@@ -149,6 +160,8 @@ pub fn check(expected: &Files, dir: &Path) -> anyhow::Result<Vec<Drift>> {
     Ok(drift)
 }
 
+const CHANNELS_ANNOTATION: &str = "candidate,fast,stable";
+
 /// The standard bundle annotations; `bundle.Dockerfile` repeats them as labels.
 pub fn annotations() -> BTreeMap<&'static str, &'static str> {
     BTreeMap::from([
@@ -156,8 +169,8 @@ pub fn annotations() -> BTreeMap<&'static str, &'static str> {
         ("operators.operatorframework.io.bundle.manifests.v1", "manifests/"),
         ("operators.operatorframework.io.bundle.metadata.v1", "metadata/"),
         ("operators.operatorframework.io.bundle.package.v1", PACKAGE),
-        ("operators.operatorframework.io.bundle.channels.v1", CHANNEL),
-        ("operators.operatorframework.io.bundle.channel.default.v1", CHANNEL),
+        ("operators.operatorframework.io.bundle.channels.v1", CHANNELS_ANNOTATION),
+        ("operators.operatorframework.io.bundle.channel.default.v1", DEFAULT_CHANNEL),
     ])
 }
 
@@ -202,7 +215,9 @@ fn csv(sources: &Sources, crd: &Value) -> anyhow::Result<Value> {
         "description": DESCRIPTION,
         "version": VERSION,
         "minKubeVersion": "1.34.0",
-        "maturity": CHANNEL,
+        // The API is v1alpha1.
+        "maturity": "alpha",
+        "icon": [{ "base64data": base64(sources.icon_svg.as_bytes()), "mediatype": "image/svg+xml" }],
         "keywords": ["aws", "neuron", "trainium", "dra", "dynamic-resource-allocation", "accelerator", "machine-learning"],
         "maintainers": [{ "name": "neuron-dra-operator maintainers", "email": "maintainers@neurondra.io" }],
         "provider": { "name": "neuron-dra-operator maintainers" },
@@ -238,6 +253,9 @@ fn csv(sources: &Sources, crd: &Value) -> anyhow::Result<Value> {
                 "capabilities": "Basic Install",
                 "categories": "AI/Machine Learning",
                 "containerImage": sources.image(),
+                "createdAt": CREATED_AT,
+                "repository": REPOSITORY,
+                "support": "neuron-dra-operator maintainers",
                 "description": "Runs AWS Neuron DRA on Trainium from one NeuronDRAConfig.",
                 "olm.skipRange": format!("<{VERSION}"),
                 "operatorframework.io/suggested-namespace": sources.deployment["metadata"]["namespace"],
@@ -421,6 +439,19 @@ fn files_under(dir: &Path) -> anyhow::Result<Vec<String>> {
     Ok(found)
 }
 
+/// Standard base64 with padding (RFC 4648), as OLM decodes `icon.base64data`.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char } else { '=' });
+        }
+    }
+    out
+}
+
 fn yaml(value: &Value) -> String {
     serde_yaml::to_string(value).expect("JSON values serialize as YAML")
 }
@@ -495,6 +526,26 @@ mod tests {
         let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
         let error = descriptors(schema, "status", &[("devices.broken", "X", &[])]).unwrap_err();
         assert_eq!(error.to_string(), "descriptor status.devices.broken is not in the CRD schema");
+    }
+
+    #[test]
+    fn channels_follow_olm_conventions_and_the_annotation_lists_them() {
+        assert_eq!(CHANNELS.join(","), CHANNELS_ANNOTATION);
+        assert!(CHANNELS.contains(&DEFAULT_CHANNEL));
+        let annotations = generated_csv()["metadata"]["annotations"].clone();
+        for key in ["createdAt", "repository", "support", "containerImage", "categories", "capabilities"] {
+            assert!(annotations[key].as_str().is_some_and(|v| !v.is_empty()), "{key}");
+        }
+    }
+
+    #[test]
+    fn base64_is_rfc_4648() {
+        let cases =
+            [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE=")];
+        for (plain, encoded) in cases {
+            assert_eq!(base64(plain.as_bytes()), encoded, "{plain}");
+        }
+        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
     }
 
     #[test]

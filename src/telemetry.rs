@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::api::TemplateCapacity;
+use crate::api::{NeuronDRAConfigStatus, TemplateCapacity};
 use crate::validate::ValidatedConfig;
 use axum::Router;
 use axum::extract::State;
@@ -23,6 +23,13 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ConfigLabels {
     pub config: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConditionLabels {
+    pub config: String,
+    /// Ready, ConfigValid, DriverReady, TemplatesReady, DevicesHealthy.
+    pub condition: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -58,6 +65,11 @@ pub struct Metrics {
     pub unhealthy_devices: Family<ConfigLabels, Gauge>,
     pub template_available: Family<TemplateLabels, Gauge>,
     pub template_allocated: Family<TemplateLabels, Gauge>,
+    pub driver_desired_nodes: Family<ConfigLabels, Gauge>,
+    pub driver_ready_nodes: Family<ConfigLabels, Gauge>,
+    pub driver_updated_nodes: Family<ConfigLabels, Gauge>,
+    pub templates: Family<ConfigLabels, Gauge>,
+    pub condition: Family<ConditionLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -73,6 +85,11 @@ impl Default for Metrics {
         let unhealthy_devices = Family::<ConfigLabels, Gauge>::default();
         let template_available = Family::<TemplateLabels, Gauge>::default();
         let template_allocated = Family::<TemplateLabels, Gauge>::default();
+        let driver_desired_nodes = Family::<ConfigLabels, Gauge>::default();
+        let driver_ready_nodes = Family::<ConfigLabels, Gauge>::default();
+        let driver_updated_nodes = Family::<ConfigLabels, Gauge>::default();
+        let templates = Family::<ConfigLabels, Gauge>::default();
+        let condition = Family::<ConditionLabels, Gauge>::default();
         registry.register("reconciles", "Reconciles per config", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
         registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
@@ -95,6 +112,19 @@ impl Default for Metrics {
             "Claims made from a profile's template that hold devices now",
             template_allocated.clone(),
         );
+        registry.register(
+            "driver_desired_nodes",
+            "Nodes that should run a config's kubelet plugin",
+            driver_desired_nodes.clone(),
+        );
+        registry.register("driver_ready_nodes", "Nodes whose kubelet plugin pod is ready", driver_ready_nodes.clone());
+        registry.register(
+            "driver_updated_nodes",
+            "Nodes running a config's current kubelet plugin version",
+            driver_updated_nodes.clone(),
+        );
+        registry.register("templates", "ResourceClaimTemplates a config has in place", templates.clone());
+        registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
         Self {
             registry,
             reconciles,
@@ -107,6 +137,11 @@ impl Default for Metrics {
             unhealthy_devices,
             template_available,
             template_allocated,
+            driver_desired_nodes,
+            driver_ready_nodes,
+            driver_updated_nodes,
+            templates,
+            condition,
         }
     }
 }
@@ -128,6 +163,25 @@ impl Metrics {
             };
             self.template_available.get_or_create(&labels).set(room.available);
             self.template_allocated.get_or_create(&labels).set(room.allocated);
+        }
+    }
+
+    /// Sets every per-config gauge from the status the config is about to get; the alerts and the dashboard read
+    /// these. A part the status lacks (no driver yet) reads 0.
+    pub fn record_status(&self, config: &str, status: &NeuronDRAConfigStatus) {
+        let labels = ConfigLabels { config: config.to_string() };
+        let devices = status.devices.clone().unwrap_or_default();
+        self.nodes.get_or_create(&labels).set(devices.nodes);
+        self.devices.get_or_create(&labels).set(devices.total);
+        self.unhealthy_devices.get_or_create(&labels).set(devices.unhealthy);
+        let driver = status.driver.clone().unwrap_or_default();
+        self.driver_desired_nodes.get_or_create(&labels).set(driver.desired_nodes.into());
+        self.driver_ready_nodes.get_or_create(&labels).set(driver.ready_nodes.into());
+        self.driver_updated_nodes.get_or_create(&labels).set(driver.updated_nodes.into());
+        self.templates.get_or_create(&labels).set(status.templates.as_ref().map_or(0, |t| t.count));
+        for condition in &status.conditions {
+            let labels = ConditionLabels { config: config.to_string(), condition: condition.type_.clone() };
+            self.condition.get_or_create(&labels).set(i64::from(condition.status == "True"));
         }
     }
 
@@ -262,6 +316,47 @@ mod tests {
         for (method, uri, verb, resource) in cases {
             assert_eq!(classify(method, uri), (verb.to_string(), resource.to_string()), "{uri}");
         }
+    }
+
+    #[test]
+    fn every_per_config_gauge_comes_from_the_status() {
+        use crate::api::{DeviceSummary, DriverStatus, TemplateSummary};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+        let condition = |type_: &str, status: &str| Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "R".into(),
+            message: String::new(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::status::now()),
+            observed_generation: None,
+        };
+        let status = NeuronDRAConfigStatus {
+            driver: Some(DriverStatus { desired_nodes: 4, ready_nodes: 3, updated_nodes: 2, ..Default::default() }),
+            devices: Some(DeviceSummary { nodes: 4, total: 64, healthy: 61, unhealthy: 3 }),
+            templates: Some(TemplateSummary { namespaces: 2, count: 10, ..Default::default() }),
+            conditions: vec![condition("Ready", "False"), condition("ConfigValid", "True")],
+            ..Default::default()
+        };
+        let metrics = Metrics::default();
+        metrics.record_status("pool", &status);
+        let text = metrics.encode();
+        for line in [
+            "neuron_dra_operator_nodes{config=\"pool\"} 4",
+            "neuron_dra_operator_devices{config=\"pool\"} 64",
+            "neuron_dra_operator_unhealthy_devices{config=\"pool\"} 3",
+            "neuron_dra_operator_driver_desired_nodes{config=\"pool\"} 4",
+            "neuron_dra_operator_driver_ready_nodes{config=\"pool\"} 3",
+            "neuron_dra_operator_driver_updated_nodes{config=\"pool\"} 2",
+            "neuron_dra_operator_templates{config=\"pool\"} 10",
+            "neuron_dra_operator_config_condition{config=\"pool\",condition=\"Ready\"} 0",
+            "neuron_dra_operator_config_condition{config=\"pool\",condition=\"ConfigValid\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+        }
+
+        // A status without a driver (not applied yet) reads 0, not the previous figure.
+        metrics.record_status("pool", &NeuronDRAConfigStatus::default());
+        assert!(metrics.encode().contains("neuron_dra_operator_driver_ready_nodes{config=\"pool\"} 0"));
     }
 
     #[test]

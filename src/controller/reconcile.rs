@@ -300,12 +300,9 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     health_events(ctx, &reference, previous, &assessment).await;
     observation.capacity = assess_capacity(&validated, ctx);
     ctx.metrics.record_capacity(&name, &validated, &observation.capacity);
-    let labels = ConfigLabels { config: name.clone() };
-    let summary = &assessment.health.summary;
-    ctx.metrics.nodes.get_or_create(&labels).set(summary.nodes);
-    ctx.metrics.devices.get_or_create(&labels).set(summary.total);
-    ctx.metrics.unhealthy_devices.get_or_create(&labels).set(summary.unhealthy);
     observation.health = Some(assessment.health);
+    // The per-config gauges show the status this reconcile writes.
+    ctx.metrics.record_status(&name, &status::compute(config.status.as_ref(), &observation, status::now()));
     ctx.metrics
         .managed_objects
         .get_or_create(&ConfigLabels { config: name.clone() })

@@ -100,7 +100,12 @@ pub fn unique(prefix: &str) -> String {
 /// runs with exactly the RBAC `config/rbac` ships.
 pub fn operator_kubeconfig(dir: &Path) -> PathBuf {
     install();
-    let token = kubectl(&["create", "token", OPERATOR_SA, "-n", OPERATOR_NAMESPACE, "--duration=2h"]);
+    service_account_kubeconfig(dir, OPERATOR_NAMESPACE, OPERATOR_SA)
+}
+
+/// A kubeconfig that authenticates as any ServiceAccount (the Helm chart's, for example).
+pub fn service_account_kubeconfig(dir: &Path, namespace: &str, service_account: &str) -> PathBuf {
+    let token = kubectl(&["create", "token", service_account, "-n", namespace, "--duration=2h"]);
     let server = kubectl(&["config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"]);
     let ca = kubectl(&[
         "config",
@@ -140,15 +145,21 @@ pub struct OperatorOptions<'a> {
 
 impl Operator {
     pub fn start(options: OperatorOptions) -> Operator {
+        install();
+        Operator::start_as(options, OPERATOR_NAMESPACE, OPERATOR_SA)
+    }
+
+    /// Runs under another installation's ServiceAccount, with its Lease in that installation's namespace.
+    pub fn start_as(options: OperatorOptions, namespace: &str, service_account: &str) -> Operator {
         let dir = std::env::temp_dir().join(format!("ndo-{}", options.test_id));
         std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = operator_kubeconfig(&dir);
+        let kubeconfig = service_account_kubeconfig(&dir, namespace, service_account);
         let port = free_port();
         let log = dir.join(format!("operator-{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
             .args(["run", "--metrics-addr", &format!("127.0.0.1:{port}")])
             .args(["--config-selector", &format!("{TEST_LABEL}={}", options.test_id)])
-            .args(["--lease-namespace", OPERATOR_NAMESPACE, "--lease-name", options.lease, "--lease-duration", "6"])
+            .args(["--lease-namespace", namespace, "--lease-name", options.lease, "--lease-duration", "6"])
             .args(options.extra)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info,neuron_dra_operator=debug,kube_lease_manager=warn")

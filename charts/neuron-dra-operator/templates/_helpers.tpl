@@ -1,0 +1,40 @@
+{{/* The chart name, or nameOverride. */}}
+{{- define "neuron-dra-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object's name: the release name when it already contains the chart name (so the release
+"neuron-dra-operator" names objects as `kubectl apply -k config/default` does), else "<release>-<chart>".
+*/}}
+{{- define "neuron-dra-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "neuron-dra-operator.serviceAccountName" -}}
+{{- default (include "neuron-dra-operator.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
+{{/* Labels of every object: the kustomize ones plus Helm's. */}}
+{{- define "neuron-dra-operator.labels" -}}
+app.kubernetes.io/name: {{ include "neuron-dra-operator.name" . }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The operator pods' labels, which the Deployment and the Service select. */}}
+{{- define "neuron-dra-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "neuron-dra-operator.name" . }}
+app.kubernetes.io/component: controller
+{{- end }}

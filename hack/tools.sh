@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Real tools for the chart, monitoring and bundle tests, built from Go modules
+# (the wrapper modules under tests/tools/) into the user cache once per machine
+# and version, like hack/controlplane.sh does for Kubernetes.
+#
+#   hack/tools.sh path helm|promtool|bundle-validate   build if needed, print the binary's path
+#   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
+#   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
+#
+# Each tool lives in ~/.cache/neuron-dra-operator/tools/<tool>/<version>/<tool>,
+# next to a stamp (a hash of its wrapper module, the Go version and this recipe)
+# and a lock, so parallel tests build it once.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS_DIR="${REPO_ROOT}/tests/tools"
+CACHE_ROOT="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/tools"
+
+# prometheus-operator ships the ServiceMonitor and PrometheusRule CRDs in its
+# module zip; only these files are used (server-side dry runs of config/prometheus).
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+
+log() { echo "tools: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# tool_module TOOL: the module whose version names the cache directory.
+tool_module() {
+  case "$1" in
+    helm) echo helm.sh/helm/v3 ;;
+    promtool) echo github.com/prometheus/prometheus ;;
+    bundle-validate) echo github.com/operator-framework/api ;;
+    *) die "unknown tool '$1' (helm, promtool, bundle-validate)" ;;
+  esac
+}
+
+# The version is read from the wrapper module's go.mod: its one source of truth.
+tool_version() {
+  local module
+  module="$(tool_module "$1")"
+  awk -v m="${module}" '($1 == "require" && $2 == m) { print $3 } ($1 == m) { print $2 }' \
+    "${TOOLS_DIR}/$1/go.mod" | head -n1
+}
+
+# Everything that determines the binary; any change rebuilds.
+build_stamp() {
+  (
+    cd "${TOOLS_DIR}/$1"
+    cat go.mod go.sum ./*.go
+    go env GOVERSION
+    declare -f build_tool
+  ) | sha256sum | cut -d' ' -f1
+}
+
+# build_tool TOOL VERSION OUT: the go build itself, as each project's own release build does it.
+build_tool() {
+  local tool="$1" version="$2" out="$3" pkg ldflags="-s -w" tags=""
+  case "${tool}" in
+    helm)
+      pkg=helm.sh/helm/v3/cmd/helm
+      # Helm's Makefile stamps its version and the Kubernetes version of its client
+      # libraries (the default for .Capabilities.KubeVersion and the deprecation lint).
+      local kube major minor
+      kube="$(go list -m -f '{{.Version}}' k8s.io/client-go)"
+      [[ "${kube}" =~ ^v0\.([0-9]+)\. ]] || die "cannot read the k8s.io/client-go version Helm uses"
+      major=1 minor="${BASH_REMATCH[1]}"
+      ldflags+=" -X helm.sh/helm/v3/internal/version.version=${version}"
+      ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+      local p
+      for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+        ldflags+=" -X ${p}.k8sVersionMajor=${major} -X ${p}.k8sVersionMinor=${minor}"
+      done
+      ;;
+    promtool)
+      pkg=github.com/prometheus/prometheus/cmd/promtool
+      ldflags+=" -X github.com/prometheus/common/version.Version=${version#v0.}"
+      # Prometheus' own build tag for leaving out every service-discovery plugin (cloud SDKs): the rule checks and
+      # tests need none, and it saves most of the build.
+      tags=remove_all_sd
+      ;;
+    bundle-validate) pkg=. ;;
+  esac
+  # CGO off: static binaries, no C toolchain. GOWORK off and -mod=readonly: the
+  # committed go.mod/go.sum are the whole module graph.
+  env CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly go build -trimpath -tags "${tags}" -ldflags "${ldflags}" -o "${out}" "${pkg}"
+}
+
+# ensure TOOL: builds TOOL unless the cached binary matches the stamp; prints its path.
+ensure() {
+  local tool="$1" version dir stamp
+  command -v go >/dev/null || die "go is required to build ${tool}"
+  version="$(tool_version "${tool}")"
+  [[ -n "${version}" ]] || die "cannot read the $(tool_module "${tool}") version from ${TOOLS_DIR}/${tool}/go.mod"
+  dir="${CACHE_ROOT}/${tool}/${version}"
+  mkdir -p "${dir}"
+  exec 8>"${dir}/build.lock"
+  flock 8
+  stamp="$(build_stamp "${tool}")"
+  if [[ ! -x "${dir}/${tool}" || "$(cat "${dir}/.stamp" 2>/dev/null)" != "${stamp}" ]]; then
+    rm -f "${dir}/.stamp"
+    local start=${SECONDS}
+    log "building ${tool} ${version} (once per machine and version)..."
+    (cd "${TOOLS_DIR}/${tool}" && build_tool "${tool}" "${version}" "${dir}/${tool}.tmp")
+    mv -f "${dir}/${tool}.tmp" "${dir}/${tool}"
+    echo "${stamp}" >"${dir}/.stamp"
+    log "built ${tool} ${version} into ${dir} in $((SECONDS - start))s"
+  fi
+  exec 8>&-
+  echo "${dir}/${tool}"
+}
+
+prometheus_crds() {
+  local dir
+  dir="$(cd "${REPO_ROOT}" && GOWORK=off GOFLAGS= go mod download -json \
+    "github.com/prometheus-operator/prometheus-operator@${PROMETHEUS_OPERATOR_VERSION}" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+  [[ -d "${dir}/example/prometheus-operator-crd" ]] || die "no example/prometheus-operator-crd in ${dir}"
+  echo "${dir}/example/prometheus-operator-crd"
+}
+
+main() {
+  case "${1:-}" in
+    path) [[ $# -eq 2 ]] || die "usage: $0 path TOOL"; ensure "$2" ;;
+    build)
+      shift
+      local -a tools=("$@")
+      ((${#tools[@]})) || tools=(helm promtool bundle-validate)
+      local tool
+      for tool in "${tools[@]}"; do ensure "${tool}" >/dev/null; done
+      ;;
+    prometheus-crds) prometheus_crds ;;
+    *) echo "usage: $0 path TOOL | build [TOOL...] | prometheus-crds" >&2; exit 2 ;;
+  esac
+}
+
+main "$@"; exit

@@ -1,0 +1,372 @@
+//! The Helm chart (`charts/neuron-dra-operator`) with a real Helm built from its Go module: `helm lint --strict`,
+//! the values schema, the default render compared object by object with what `config/` installs (modulo Helm's
+//! labels), the chart's copies of `crds/` and `config/` files, and on the local control plane `helm install`, every
+//! sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and `helm uninstall`.
+
+mod support {
+    pub mod cluster;
+    pub mod docs;
+    pub mod scenario;
+    pub mod tools;
+}
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::cluster::{self, Operator, OperatorOptions, TEST_LABEL, kubectl, kubectl_with, repo};
+use support::docs;
+use support::scenario::Scenario;
+use support::tools::{self, Run, temp_dir};
+
+const CHART: &str = "charts/neuron-dra-operator";
+/// Labels the chart adds to what `config/` has; everything else must be equal.
+const HELM_LABELS: &[&str] =
+    &["helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"];
+/// Every value that turns on a part that is off by default.
+const EVERYTHING_ON: &[&str] = &[
+    "--set",
+    "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.grafanaDashboard.enabled=true",
+];
+/// (source, copy in the chart) pairs `make chart` keeps equal.
+const COPIES: &[(&str, &str)] = &[
+    ("crds/neurondra.io_neurondraconfigs.yaml", "crds/neurondra.io_neurondraconfigs.yaml"),
+    ("config/rbac/role.yaml", "files/role.yaml"),
+    ("config/rbac/leader_election_role.yaml", "files/leader_election_role.yaml"),
+    ("config/prometheus/prometheus_rule.yaml", "files/prometheus_rule.yaml"),
+    ("config/grafana/neuron-dra-operator.json", "files/neuron-dra-operator.json"),
+];
+
+/// Helm with its own config, cache and data directories (parallel-safe), against the local control plane when
+/// one is running.
+fn helm(args: &[&str]) -> Run {
+    // Made once per process: tests run Helm concurrently, and none of these commands writes there.
+    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let home = HOME.get_or_init(|| temp_dir("helm-home"));
+    let mut env: Vec<(&str, &Path)> =
+        vec![("HELM_CACHE_HOME", home), ("HELM_CONFIG_HOME", home), ("HELM_DATA_HOME", home)];
+    // The control plane's kubeconfig, as `cluster::kubeconfig` finds it; lint and template need none.
+    let kubeconfig =
+        std::env::var_os("KUBECONFIG").map(PathBuf::from).unwrap_or_else(|| repo("target/controlplane/kubeconfig"));
+    if kubeconfig.exists() {
+        env.push(("KUBECONFIG", &kubeconfig));
+    }
+    tools::run(&tools::tool("helm"), args, &repo(""), &env)
+}
+
+fn parse_all(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn kustomize(dir: &str) -> Vec<Value> {
+    let out = std::process::Command::new("kubectl").arg("kustomize").arg(repo(dir)).output().unwrap();
+    assert!(out.status.success(), "kubectl kustomize {dir}: {}", String::from_utf8_lossy(&out.stderr));
+    parse_all(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Drops Helm's labels from every label map and selector; numbers as floats (kustomize prints `2.0` as `2`).
+fn normalized(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => json!(n.as_f64()),
+        Value::Array(items) => items.iter().map(normalized).collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| {
+                let v = match (k.as_str(), v) {
+                    ("labels" | "matchLabels", Value::Object(labels)) => Value::Object(
+                        labels
+                            .iter()
+                            .filter(|(l, _)| !HELM_LABELS.contains(&l.as_str()))
+                            .map(|(l, v)| (l.clone(), v.clone()))
+                            .collect(),
+                    ),
+                    _ => v.clone(),
+                };
+                (k.clone(), normalized(&v))
+            })
+            .collect(),
+        other => other.clone(),
+    }
+}
+
+fn by_kind_and_name(objects: Vec<Value>) -> BTreeMap<String, Value> {
+    objects
+        .into_iter()
+        .map(|o| {
+            (format!("{}/{}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()), normalized(&o))
+        })
+        .collect()
+}
+
+#[test]
+fn helm_lint_strict_passes_with_the_defaults_and_with_everything_on() {
+    let out = helm(&["lint", "--strict", CHART]).ok("helm lint --strict");
+    assert!(out.contains("1 chart(s) linted, 0 chart(s) failed"), "{out}");
+    let mut args = vec!["lint", "--strict", CHART];
+    args.extend(EVERYTHING_ON);
+    args.extend(["--set", "neuronDRAConfig.enabled=true", "--set", "nodeSelector.pool=system"]);
+    helm(&args).ok("helm lint --strict with every part on");
+}
+
+#[test]
+fn the_values_schema_rejects_bad_values_naming_them() {
+    let cases: &[(&str, &str)] = &[
+        ("replicas=-1", "replicas"),
+        ("image.pullPolicy=Sometimes", "pullPolicy"),
+        ("metrics.port=70000", "port"),
+        ("replica=3", "replica"),
+        ("neuronDRAConfig.name=Not_A_Name", "name"),
+    ];
+    for (set, field) in cases {
+        let out = helm(&["template", "x", CHART, "--set", set]);
+        assert!(!out.success, "--set {set} was accepted");
+        assert!(out.stderr.contains("values don't meet the specifications of the schema"), "{set}: {}", out.stderr);
+        assert!(out.stderr.contains(field), "{set}: {}", out.stderr);
+    }
+    helm(&["template", "x", CHART, "--set", "replicas=3"]).ok("a valid value");
+}
+
+/// The default render (release `neuron-dra-operator` in `neuron-dra-operator-system`, CRDs included, monitoring
+/// on) is `kubectl kustomize config/default`, `config/prometheus` and `config/grafana`, object by object, less the
+/// Namespace (Helm's `--create-namespace` makes it; see README).
+#[test]
+fn the_chart_renders_what_config_installs() {
+    let mut args = vec!["template", "neuron-dra-operator", CHART, "-n", "neuron-dra-operator-system", "--include-crds"];
+    args.extend(EVERYTHING_ON);
+    let rendered = by_kind_and_name(parse_all(&helm(&args).ok("helm template")));
+    let mut objects = kustomize("config/default");
+    objects.extend(kustomize("config/prometheus"));
+    objects.extend(kustomize("config/grafana"));
+    objects.retain(|o| o["kind"] != "Namespace");
+    let expected = by_kind_and_name(objects);
+
+    assert_eq!(rendered.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
+    for (key, object) in &expected {
+        assert!(
+            rendered[key] == *object,
+            "{key} differs from config/:\nchart:\n{}\nconfig:\n{}",
+            serde_yaml::to_string(&rendered[key]).unwrap(),
+            serde_yaml::to_string(object).unwrap()
+        );
+    }
+    // Helm's labels are there (and only they were ignored).
+    let deployment = &parse_all(&helm(&["template", "neuron-dra-operator", CHART]).ok("helm template"))
+        .into_iter()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap();
+    assert_eq!(deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
+}
+
+#[test]
+fn values_reach_the_deployment() {
+    let out = helm(&[
+        "template",
+        "x",
+        CHART,
+        "--set",
+        "replicas=1,leaderElection.enabled=false,metrics.port=9090,logJson=false,image.tag=9.9.9",
+        "--set",
+        "nodeSelector.pool=system,tolerations[0].key=dedicated,tolerations[0].operator=Exists",
+    ])
+    .ok("helm template");
+    let objects = parse_all(&out);
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(pod["containers"][0]["args"], json!(["run", "--leader-elect=false", "--metrics-addr=0.0.0.0:9090"]));
+    assert_eq!(pod["containers"][0]["ports"][0]["containerPort"], 9090);
+    assert_eq!(pod["containers"][0]["image"], "ghcr.io/neurondra/neuron-dra-operator:9.9.9");
+    assert_eq!(pod["nodeSelector"], json!({"pool": "system"}));
+    assert_eq!(pod["tolerations"], json!([{"key": "dedicated", "operator": "Exists"}]));
+    // No leader election, no Lease permissions.
+    assert!(!objects.iter().any(|o| o["kind"] == "Role"), "{out}");
+    let service = objects.iter().find(|o| o["kind"] == "Service").unwrap();
+    assert_eq!(service["spec"]["ports"][0]["port"], 9090);
+}
+
+#[test]
+fn the_chart_copies_of_crds_and_config_are_up_to_date() {
+    for (source, copy) in COPIES {
+        let original = std::fs::read(repo(source)).unwrap();
+        let copied = std::fs::read(repo(&format!("{CHART}/{copy}"))).unwrap_or_default();
+        assert!(original == copied, "{CHART}/{copy} differs from {source}: run `make chart`");
+    }
+    let recipe = std::process::Command::new("make")
+        .args(["--no-print-directory", "-n", "chart"])
+        .current_dir(repo(""))
+        .output()
+        .unwrap();
+    let recipe = String::from_utf8_lossy(&recipe.stdout).into_owned();
+    for (source, copy) in COPIES {
+        assert!(
+            recipe.contains(&format!("cp {source} {CHART}/{copy}")),
+            "`make chart` does not copy {source}:\n{recipe}"
+        );
+    }
+    for dir in ["crds", "files"] {
+        for entry in std::fs::read_dir(repo(&format!("{CHART}/{dir}"))).unwrap() {
+            let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
+            assert!(COPIES.iter().any(|(_, copy)| *copy == name), "{CHART}/{name} is no copy `make chart` makes");
+        }
+    }
+}
+
+#[test]
+fn the_chart_is_versioned_with_the_operator() {
+    let chart: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(repo(&format!("{CHART}/Chart.yaml"))).unwrap()).unwrap();
+    assert_eq!(chart["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+}
+
+// --- on the real control plane ---
+
+fn get(kind: &str, name: &str, namespace: Option<&str>) -> Result<Value, String> {
+    let mut args = vec!["get", kind, name, "-o", "json"];
+    if let Some(ns) = namespace {
+        args.extend(["-n", ns]);
+    }
+    kubectl_with(&cluster::kubeconfig(), &args, None).map(|out| serde_json::from_str(&out).unwrap())
+}
+
+fn helm_release(release: &str, namespace: &str) -> Value {
+    let out = helm(&["list", "-n", namespace, "-o", "json", "--filter", &format!("^{release}$")]).ok("helm list");
+    let list: Vec<Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(list.len(), 1, "{out}");
+    list[0].clone()
+}
+
+/// The samples, each made this test's own: its namespaces, the test label, a node selector no node matches.
+async fn sample_configs(s: &Scenario) -> Vec<Value> {
+    let mut configs = Vec::new();
+    for (index, sample) in kustomize("config/samples").into_iter().enumerate() {
+        let namespace = s.namespace(&index.to_string(), &[]).await;
+        let mut spec = sample["spec"].clone();
+        let fields = spec.as_object_mut().unwrap();
+        fields.remove("nodeSelector");
+        fields.insert("templates".into(), json!({"namespaces": [namespace]}));
+        if let Some(driver) = fields.get_mut("driver") {
+            driver.as_object_mut().unwrap().remove("namespace");
+        }
+        let name = format!("{}-{}", s.id, sample["metadata"]["name"].as_str().unwrap());
+        configs.push(s.config(&name, spec));
+    }
+    configs
+}
+
+async fn wait_gone(kind: &str, name: &str, namespace: Option<&str>) {
+    cluster::eventually(Duration::from_secs(60), &format!("{kind} {name} deleted"), || async {
+        get(kind, name, namespace).err().filter(|e| e.contains("NotFound")).map(|_| ())
+    })
+    .await;
+}
+
+/// A documented Helm command for this test's release and namespace, with extra arguments.
+fn helm_doc(command: &str, release: &str, extra: &[&str]) -> String {
+    let mut args = docs::helm_args(command, release, release);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    helm(&args).ok(&format!("helm {}", args.join(" ")))
+}
+
+/// The documented `helm install` (one sample as the chart's own NeuronDRAConfig, the others applied as a user
+/// would); the operator, running under the chart's ServiceAccount, reconciles every sample to Ready. The documented
+/// `helm upgrade`s turn monitoring on, change the Deployment and drop the chart's config; the documented
+/// `helm uninstall` removes everything but the CRD. Release and namespace are this test's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
+    let mut s = Scenario::new("helm").await;
+    tools::install_prometheus_crds();
+    let (release, namespace) = (s.id.clone(), s.id.clone());
+    let fullname = format!("{release}-neuron-dra-operator");
+    let mut configs = sample_configs(&s).await;
+    let chart_config = configs.remove(0);
+    let chart_config_name = chart_config["metadata"]["name"].as_str().unwrap().to_string();
+    let values = json!({"neuronDRAConfig": {
+        "enabled": true,
+        "name": chart_config_name,
+        "labels": chart_config["metadata"]["labels"],
+        "spec": chart_config["spec"],
+    }});
+    let values_file = temp_dir(&format!("helm-{release}")).join("values.json");
+    std::fs::write(&values_file, values.to_string()).unwrap();
+
+    let installed = helm_doc(docs::HELM_INSTALL, &release, &["-f", values_file.to_str().unwrap()]);
+    assert!(installed.contains("STATUS: deployed"), "{installed}");
+    assert_eq!(helm_release(&release, &namespace)["status"], "deployed");
+    let deployment = get("deployment", &fullname, Some(&namespace)).unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let config = get("ndc", &chart_config_name, None).unwrap();
+    assert_eq!(config["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
+    assert_eq!(config["metadata"]["labels"][TEST_LABEL], s.id.as_str());
+
+    // No kubelet runs pods here: the operator runs as a process with a token of the chart's ServiceAccount and its
+    // Lease in the release namespace, so only the chart's RBAC lets it work.
+    let options = OperatorOptions { test_id: &s.id, lease: &s.id, extra: &[] };
+    s.operator = Some(Operator::start_as(options, &namespace, &fullname));
+    let mut names = vec![chart_config_name.clone()];
+    for config in &configs {
+        s.apply(config).await.unwrap();
+        names.push(config["metadata"]["name"].as_str().unwrap().to_string());
+    }
+    assert_eq!(names.len(), 4);
+    for name in &names {
+        let status = s.wait_ready(name).await.status.unwrap();
+        assert!(status.templates.unwrap().count > 0, "{name}");
+    }
+    let lease = get("lease", &s.id, Some(&namespace)).unwrap();
+    assert!(lease["spec"]["holderIdentity"].is_string(), "{lease}");
+
+    // Monitoring on: the ServiceMonitor, the PrometheusRule and the dashboard appear.
+    helm_doc(docs::HELM_MONITORING, &release, &[]);
+    get("servicemonitor", &fullname, Some(&namespace)).expect("the ServiceMonitor");
+    let rule = get("prometheusrule", &fullname, Some(&namespace)).expect("the PrometheusRule");
+    assert!(rule["spec"]["groups"][0]["rules"].as_array().unwrap().len() >= 5, "{rule}");
+    let dashboard = get("configmap", &format!("{fullname}-dashboard"), Some(&namespace)).unwrap();
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+
+    // Changed values: the Deployment follows; the earlier values stay.
+    let set = "replicas=1,tolerations[0].key=dedicated,tolerations[0].operator=Exists,tolerations[0].effect=NoSchedule";
+    helm_doc(docs::HELM_UPGRADE, &release, &["--set", set]);
+    let deployment = get("deployment", &fullname, Some(&namespace)).unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["tolerations"],
+        json!([{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    get("servicemonitor", &fullname, Some(&namespace)).expect("the ServiceMonitor stays");
+    assert_eq!(helm_release(&release, &namespace)["revision"], "3");
+
+    // Dropping the chart's config deletes it; the operator (still allowed to) cleans up and lets it go.
+    helm_doc(docs::HELM_UPGRADE, &release, &["--set", "neuronDRAConfig.enabled=false"]);
+    wait_gone("ndc", &chart_config_name, None).await;
+    s.wait_ready(&names[1]).await;
+
+    // The user's configs go before the operator's permissions do.
+    kubectl(&["delete", "ndc", "-l", &format!("{TEST_LABEL}={}", s.id), "--wait=true", "--timeout=60s"]);
+
+    let uninstalled = helm_doc(docs::HELM_UNINSTALL, &release, &["--wait", "--timeout", "60s"]);
+    assert!(uninstalled.contains("uninstalled"), "{uninstalled}");
+    for (kind, name, ns) in [
+        ("deployment", fullname.clone(), Some(namespace.as_str())),
+        ("service", format!("{fullname}-metrics"), Some(namespace.as_str())),
+        ("serviceaccount", fullname.clone(), Some(namespace.as_str())),
+        ("role", format!("{fullname}-leader-election"), Some(namespace.as_str())),
+        ("rolebinding", format!("{fullname}-leader-election"), Some(namespace.as_str())),
+        ("servicemonitor", fullname.clone(), Some(namespace.as_str())),
+        ("prometheusrule", fullname.clone(), Some(namespace.as_str())),
+        ("clusterrole", fullname.clone(), None),
+        ("clusterrolebinding", fullname.clone(), None),
+    ] {
+        wait_gone(kind, &name, ns).await;
+    }
+    let list = helm(&["list", "-n", &namespace, "-q"]).ok("helm list");
+    assert!(!list.lines().any(|l| l == release), "{list}");
+    // Helm never deletes what crds/ installed.
+    get("crd", "neurondraconfigs.neurondra.io", None).expect("the CRD stays");
+    let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
+}

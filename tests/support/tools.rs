@@ -1,0 +1,82 @@
+//! The real tools the chart, monitoring and bundle tests run: built from Go modules and cached by
+//! `hack/tools.sh` (once per machine and version; the script's lock makes parallel tests build each once).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use super::cluster::{self, repo};
+
+/// The path of a tool (`helm`, `promtool`, `bundle-validate`), built first if needed.
+pub fn tool(name: &str) -> PathBuf {
+    let out = Command::new(repo("hack/tools.sh"))
+        .args(["path", name])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("hack/tools.sh path {name}: {e}"));
+    assert!(out.status.success(), "hack/tools.sh path {name} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The directory of prometheus-operator's CRDs (from its Go module).
+pub fn prometheus_crds() -> PathBuf {
+    let out = Command::new(repo("hack/tools.sh")).arg("prometheus-crds").stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "hack/tools.sh prometheus-crds failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Installs prometheus-operator's ServiceMonitor and PrometheusRule CRDs (only the API server's validation needs
+/// them; no Prometheus runs here). Idempotent, so parallel tests may all call it.
+pub fn install_prometheus_crds() {
+    let crds = prometheus_crds();
+    for crd in ["servicemonitors", "prometheusrules"] {
+        let file = crds.join(format!("monitoring.coreos.com_{crd}.yaml"));
+        cluster::kubectl(&["apply", "--server-side", "--force-conflicts", "-f", file.to_str().unwrap()]);
+        let name = format!("crd/{crd}.monitoring.coreos.com");
+        cluster::kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &name]);
+    }
+}
+
+/// What a finished command printed.
+pub struct Run {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Stdout, or a panic with everything the command printed.
+    pub fn ok(self, what: &str) -> String {
+        assert!(self.success, "{what} failed:\n{}{}", self.stdout, self.stderr);
+        self.stdout
+    }
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Run {
+        Run {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Runs a program in `dir` with extra environment variables.
+pub fn run(program: &Path, args: &[&str], dir: &Path, env: &[(&str, &Path)]) -> Run {
+    let mut command = Command::new(program);
+    command.args(args).current_dir(dir).stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().unwrap_or_else(|e| panic!("{}: {e}", program.display())).into()
+}
+
+/// A fresh directory under the system temp dir, unique to this process and `name`.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ndo-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
