@@ -13,7 +13,7 @@ use std::path::Path;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use neuron_dra_operator::api::{DeviceSummary, DriverStatus, NeuronDRAConfigStatus, TemplateSummary};
-use neuron_dra_operator::telemetry::{ConfigLabels, ErrorLabels, Metrics};
+use neuron_dra_operator::telemetry::{ConfigLabels, ErrorLabels, Metrics, TemplateLabels};
 use serde_json::Value;
 use support::cluster::{self, repo};
 use support::docs;
@@ -131,6 +131,9 @@ fn exported() -> BTreeSet<String> {
     metrics.reconciles.get_or_create(&config).inc();
     metrics.reconcile_errors.get_or_create(&ErrorLabels { category: "Forbidden".into() }).inc();
     metrics.managed_objects.get_or_create(&config).set(1);
+    let template = TemplateLabels { config: "c".into(), profile: "p".into(), template: "t".into() };
+    metrics.template_available.get_or_create(&template).set(1);
+    metrics.template_allocated.get_or_create(&template).set(1);
     metrics.reconcile_duration.observe(0.01);
     let mut request = http::Request::new(kube::client::Body::empty());
     *request.uri_mut() = "/api/v1/nodes".parse().unwrap();
