@@ -178,6 +178,17 @@ pub struct RunArgs {
     pub config_selector: Option<String>,
 }
 
+impl RunArgs {
+    pub fn lease(&self) -> crate::leader::LeaseSettings {
+        crate::leader::LeaseSettings {
+            name: self.lease_name.clone(),
+            namespace: self.lease_namespace.clone(),
+            duration: self.lease_duration,
+            identity: self.identity.clone(),
+        }
+    }
+}
+
 /// `neuron-dra-operator run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     crate::telemetry::init_logging(args.log_json);
@@ -202,7 +213,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // A standby is healthy and ready to take over: ready while it waits, so a Deployment of two replicas rolls out.
     readiness.set(true);
     let leadership = if args.leader_elect {
-        match crate::leader::acquire(&client, &args, stop_rx.clone()).await? {
+        match crate::leader::acquire(&client, &args.lease(), stop_rx.clone()).await? {
             Some(leadership) => Some(leadership),
             None => {
                 let _ = server.await;

@@ -23,6 +23,7 @@ use crate::apply::{ApplyError, Outcome, shared_manager};
 use crate::build::{self, ANNOTATION_SPEC_HASH, Desired, LABEL_CONFIG, MANAGER};
 use crate::conflict::{self, Claimant, Conflicts};
 use crate::health;
+use crate::nodes;
 use crate::status::{self, Observation, Rollout, Validity};
 use crate::telemetry::{ConfigLabels, seconds};
 use crate::validate::{ValidatedConfig, validate};
@@ -123,7 +124,7 @@ fn target_namespaces(config: &ValidatedConfig, namespaces: &Store<Namespace>) ->
     }
     if let Some(selector) = &config.spec.templates.namespace_selector {
         for ns in namespaces.state() {
-            if active(&ns) && conflict::selector_matches(Some(selector), ns.labels()) {
+            if active(&ns) && nodes::selector_matches(Some(selector), ns.labels()) {
                 targets.insert(ns.name_any());
             }
         }
@@ -134,7 +135,7 @@ fn target_namespaces(config: &ValidatedConfig, namespaces: &Store<Namespace>) ->
 /// What a config asks of the cluster, for conflict checks against the others.
 fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, ctx: &Context) -> Claimant {
     let (namespaces, _) = target_namespaces(validated, &ctx.stores.namespaces);
-    let filter = conflict::NodeFilter::new(&validated.spec);
+    let filter = nodes::NodeFilter::new(&validated.spec);
     let nodes = ctx
         .stores
         .nodes
