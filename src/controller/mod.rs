@@ -1,5 +1,9 @@
 //! controller: the kube-runtime controller for `NeuronDRAConfig`, its watch caches, leader election and runtime.
 
+mod events;
+mod observe;
+mod operands;
+mod plan;
 mod reconcile;
 mod sampling;
 
@@ -449,3 +453,6 @@ impl Context {
         self.unparseable.lock().expect("not poisoned").remove(name);
     }
 }
+
+#[cfg(test)]
+mod tests;
