@@ -1,6 +1,8 @@
 //! Leader election on a Lease (kube-lease-manager): only the holder runs the controller; losing the lease stops it.
 
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
+use kube::api::Api;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -53,6 +55,23 @@ fn identity(lease: &LeaseSettings) -> String {
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "neuron-dra-operator".to_string());
     format!("{base}-{}", std::process::id())
+}
+
+/// Refuses to start when the Lease's namespace does not exist (a local run against a cluster without the install),
+/// saying in one line how to run instead.
+pub async fn check_namespace(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let found = Api::<Namespace>::all(client.clone()).get_opt(namespace).await;
+    match found {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => anyhow::bail!(
+            "namespace {namespace} (where the leader-election Lease lives) does not exist: create it, pick another \
+             with --lease-namespace NAMESPACE, or run a single replica with --leader-elect=false"
+        ),
+        Err(kube::Error::Api(status)) => {
+            anyhow::bail!("reading namespace {namespace} for the leader-election Lease: {}", status.message)
+        }
+        Err(error) => anyhow::bail!("reading namespace {namespace} for the leader-election Lease: {error}"),
+    }
 }
 
 /// Waits until this replica holds the lease; `None` if asked to stop first.

@@ -1,5 +1,6 @@
 //! controller: the kube-runtime controller for `NeuronDRAConfig`, its watch caches, leader election and runtime.
 
+mod error;
 mod events;
 mod observe;
 mod operands;
@@ -31,11 +32,11 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::api::NeuronDRAConfig;
-use crate::apply::ApplyError;
 use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
-use crate::telemetry::{ErrorLabels, Metrics, Readiness};
+use crate::telemetry::{ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
 use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
 
+pub use error::Error;
 pub use reconcile::FINALIZER;
 
 /// How often changes of the cluster-wide inputs may trigger a reconcile of every config (see `sampled`); longer
@@ -109,47 +110,6 @@ pub struct Context {
     in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
 }
 
-/// Errors of one reconcile; `category` is the metric label and the Warning event reason.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
-    #[error("writing status: {0}")]
-    Status(#[source] kube::Error),
-    #[error("publishing event: {0}")]
-    Event(#[source] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
-}
-
-impl Error {
-    pub fn category(&self) -> &'static str {
-        let api_error = match self {
-            Self::Apply(e) => Some(e.source_error()),
-            Self::Status(e) | Self::Event(e) => Some(e),
-            Self::Finalizer(e) => match e.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(inner)
-                | kube::runtime::finalizer::Error::CleanupFailed(inner) => return inner.category(),
-                kube::runtime::finalizer::Error::AddFinalizer(e)
-                | kube::runtime::finalizer::Error::RemoveFinalizer(e) => Some(e),
-                _ => None,
-            },
-        };
-        match api_error {
-            Some(kube::Error::Api(status)) if status.code == 403 => "Forbidden",
-            Some(kube::Error::Api(status)) if status.code == 409 => "Conflict",
-            Some(kube::Error::Api(status)) if status.code == 422 => "Rejected",
-            _ => match self {
-                Self::Apply(ApplyError::Apply { .. }) => "ApplyFailed",
-                Self::Apply(ApplyError::Delete { .. }) => "DeleteFailed",
-                Self::Status(_) => "StatusFailed",
-                Self::Event(_) => "EventFailed",
-                Self::Finalizer(_) => "FinalizerFailed",
-            },
-        }
-    }
-}
-
 /// Options of `neuron-dra-operator run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -199,6 +159,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
     let client = crate::client::counted_client(metrics.clone()).await?;
     crate::client::check_crd(&client).await?;
+    if args.leader_elect {
+        crate::leader::check_namespace(&client, &args.lease_namespace).await?;
+    }
 
     let readiness = Readiness::default();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -426,16 +389,24 @@ pub async fn run_controller(
 fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) -> Action {
     let name = config.name_any();
     let category = error.category();
-    ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();
+    let categories: std::collections::BTreeSet<&str> = error.failures().into_iter().map(|(c, _)| c).collect();
+    for category in categories {
+        ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();
+    }
     let failures = {
         let mut failures = ctx.failures.lock().expect("not poisoned");
         let count = failures.entry(name.clone()).or_insert(0);
         *count = count.saturating_add(1);
         *count
     };
-    let delay = Duration::from_secs(1u64 << failures.min(9).saturating_sub(1)).min(Duration::from_secs(300));
+    let delay = backoff(failures);
     tracing::warn!(config = %name, %error, category, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
+}
+
+/// The delay before retry number `failures`: 1 s doubling to 5 min.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.clamp(1, 10).saturating_sub(1)).min(Duration::from_secs(300))
 }
 
 impl Context {
@@ -443,10 +414,34 @@ impl Context {
         self.failures.lock().expect("not poisoned").remove(name);
     }
 
-    /// Records an unparseable config; false when this exact error was already reported.
-    fn first_report_of(&self, name: &str, error: &str) -> bool {
-        let mut reported = self.unparseable.lock().expect("not poisoned");
-        reported.insert(name.to_string(), error.to_string()).as_deref() != Some(error)
+    /// Whether this exact parse error was already reported for this config.
+    fn already_reported(&self, name: &str, error: &str) -> bool {
+        self.unparseable.lock().expect("not poisoned").get(name).map(String::as_str) == Some(error)
+    }
+
+    /// Remembers a parse error once its status is written, so it is reported once, not on every event.
+    fn reported_unparseable(&self, name: &str, error: &str) {
+        self.unparseable.lock().expect("not poisoned").insert(name.to_string(), error.to_string());
+    }
+
+    /// Drops everything kept about a config that is gone: its metric series and its entries here.
+    fn forget(&self, config: &NeuronDRAConfig) {
+        let name = config.name_any();
+        self.failures.lock().expect("not poisoned").remove(&name);
+        self.unparseable.lock().expect("not poisoned").remove(&name);
+        self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
+        self.in_use_seen.lock().expect("not poisoned").remove(&name);
+        let labels = ConfigLabels { config: name.clone() };
+        let metrics = &self.metrics;
+        metrics.reconciles.remove(&labels);
+        for gauge in [&metrics.managed_objects, &metrics.nodes, &metrics.devices, &metrics.unhealthy_devices] {
+            gauge.remove(&labels);
+        }
+        for claim in crate::validate::validate(config).map(|v| v.claims).unwrap_or_default() {
+            let labels = TemplateLabels { config: name.clone(), profile: claim.profile, template: claim.template };
+            metrics.template_available.remove(&labels);
+            metrics.template_allocated.remove(&labels);
+        }
     }
 
     fn parsed_again(&self, name: &str) {

@@ -80,7 +80,8 @@ pub fn observation(
 ) -> Observation {
     let config = &plan.config;
     let in_place = &report.templates_in_place;
-    let wanted = plan.namespaces.len() * config.claims.len();
+    // Templates left to an older config are reported as the conflict, not as missing.
+    let wanted = plan.desired.templates.len();
     let mut missing: Vec<String> =
         plan.missing_namespaces.iter().map(|ns| format!("namespace {ns} not found")).collect();
     missing.extend(plan.desired.templates.iter().map(key).filter(|k| !in_place.contains(k)).take(10));

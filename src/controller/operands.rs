@@ -218,12 +218,13 @@ impl<'a> Pass<'a> {
 
     async fn delete_unclaimed_of<K: Operand>(&mut self) {
         let config = self.config.as_str();
-        let mine = K::store(&self.ctx.stores)
+        let mut mine = K::store(&self.ctx.stores)
             .state()
             .into_iter()
             .filter(|o| o.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
             .filter(|o| !self.claimed.contains(&kind_key(o.as_ref())))
             .collect::<Vec<_>>();
+        mine.sort_by_key(|o| key(o.as_ref()));
         for object in mine {
             let outcome = self.ctx.applier.delete(&api_for(&self.ctx.client, object.as_ref()), object.as_ref()).await;
             self.report.record_delete(kind_key(object.as_ref()), outcome);

@@ -16,7 +16,7 @@ use serde_json::json;
 use super::operands::Pass;
 use super::plan::{Driver, Mode, NamespaceState, Plan};
 use super::{Context, Error, GuardedConfig, events, observe};
-use crate::api::NeuronDRAConfig;
+use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
 use crate::apply::shared_manager;
 use crate::build::MANAGER;
 use crate::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
@@ -29,6 +29,14 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
     ctx.stores.wait_ready().await;
     let started = Instant::now();
     let name = config.name_any();
+    if let Ok(parsed) = &config.0
+        && parsed.meta().deletion_timestamp.is_some()
+        && !parsed.finalizers().iter().any(|f| f == FINALIZER)
+    {
+        // Going, and nothing of ours is left to clean up.
+        ctx.forget(parsed);
+        return Ok(Action::await_change());
+    }
     ctx.metrics.reconciles.get_or_create(&ConfigLabels { config: name.clone() }).inc();
 
     if config.0.is_ok() {
@@ -45,7 +53,13 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
             finalizer(&api, FINALIZER, Arc::new(parsed.clone()), |event| async {
                 match event {
                     FinalizerEvent::Apply(config) => apply(&config, &ctx).await,
-                    FinalizerEvent::Cleanup(config) => cleanup(&config, &ctx).await,
+                    FinalizerEvent::Cleanup(config) => {
+                        let done = cleanup(&config, &ctx).await;
+                        if done.is_ok() {
+                            ctx.forget(&config);
+                        }
+                        done
+                    }
                 }
             })
             .await
@@ -58,8 +72,9 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
         Ok(_) => ctx.reset_failures(&name),
         Err(error) => {
             let reference = ObjectRef::<NeuronDRAConfig>::new(&name).into();
-            let (category, note) = (error.category(), error.to_string());
-            events::publish(&ctx, &reference, EventType::Warning, category, "Reconcile", note).await;
+            for (category, note) in error.failures() {
+                events::publish(&ctx, &reference, EventType::Warning, category, "Reconcile", note).await;
+            }
         }
     }
     result
@@ -67,22 +82,16 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
 
 /// A config the API server stored but this build cannot parse: reported, never retried in a loop.
 async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) -> Result<Action, Error> {
-    if !ctx.first_report_of(name, &invalid.error) {
+    if ctx.already_reported(name, &invalid.error) {
         // Our own status write brings it back here; report once per distinct error.
         return Ok(Action::await_change());
     }
     tracing::warn!(config = name, error = %invalid.error, "cannot parse config");
-    let condition = json!({
-        "type": ConditionType::ConfigValid.as_str(), "status": "False", "reason": Reason::Unparseable.as_str(),
-        "message": format!("the operator cannot read this object: {}", invalid.error),
-        "lastTransitionTime": status::now().to_string(),
-    });
-    let patch = json!({
-        "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
-        "status": {"phase": "Degraded", "conditions": [condition]},
-    });
-    let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
-    api.patch_status(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&patch)).await.map_err(Error::Status)?;
+    // The stored status cannot be read either: the whole status is written anew.
+    let validity = Validity::Unparseable(invalid.error.clone());
+    let observation = observe::not_acted_on(invalid.metadata.generation, false, validity);
+    patch_status(name, &status::compute(None, &observation, status::now()), ctx).await?;
+    ctx.reported_unparseable(name, &invalid.error);
     let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
     let reason = Reason::Unparseable.as_str();
     events::publish(ctx, &reference, EventType::Warning, reason, "Validate", invalid.error.clone()).await;
@@ -136,14 +145,12 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     observation.health = Some(assessment.health);
     write_status(config, &observation, ctx).await?;
 
-    match pass.report.errors.into_iter().next() {
-        Some(error) => Err(error.into()),
+    failed(pass.report.errors)?;
+    if pass.report.pending || driver == Driver::WaitingForNamespace {
         // Our own writes (or a namespace's deletion) will show up in the cache in a moment; check then.
-        None if pass.report.pending || driver == Driver::WaitingForNamespace => {
-            Ok(Action::requeue(Duration::from_secs(1)))
-        }
-        None => Ok(Action::await_change()),
+        return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    Ok(Action::await_change())
 }
 
 /// The plugin's objects in a fixed order: Namespace, ServiceAccount, RBAC, DeviceClass, DaemonSet. Nothing goes into
@@ -181,12 +188,19 @@ async fn write_status(config: &NeuronDRAConfig, observation: &Observation, ctx: 
     if config.status.as_ref() == Some(&status) {
         return Ok(());
     }
+    patch_status(&config.name_any(), &status, ctx).await
+}
+
+async fn patch_status(name: &str, status: &NeuronDRAConfigStatus, ctx: &Context) -> Result<(), Error> {
     let patch = json!({"apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig", "status": status});
     let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
-    api.patch_status(&config.name_any(), &PatchParams::apply(MANAGER).force(), &Patch::Apply(&patch))
-        .await
-        .map_err(Error::Status)?;
+    api.patch_status(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&patch)).await.map_err(Error::Status)?;
     Ok(())
+}
+
+/// The pass's failed writes, all of them, as the reconcile's error.
+fn failed(errors: Vec<crate::apply::ApplyError>) -> Result<(), Error> {
+    if errors.is_empty() { Ok(()) } else { Err(Error::Writes(errors)) }
 }
 
 /// Removes everything this config created before it goes away: a pass that claims nothing. The shared DeviceClass
@@ -196,8 +210,6 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
     let mut pass = Pass::new(ctx, &config.name_any(), config.uid(), Mode::Cleanup);
     pass.delete_unclaimed().await;
     events::changes(ctx, &config.object_ref(&()), &pass.report).await;
-    match pass.report.errors.into_iter().next() {
-        Some(error) => Err(error.into()),
-        None => Ok(Action::await_change()),
-    }
+    failed(pass.report.errors)?;
+    Ok(Action::await_change())
 }

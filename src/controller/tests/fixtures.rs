@@ -89,7 +89,7 @@ impl World {
         self
     }
 
-    fn stores(&self) -> Stores {
+    pub fn stores(&self) -> Stores {
         Stores {
             configs: store(self.configs.iter().cloned().map(guarded).collect()),
             nodes: store(self.nodes.iter().map(node_view).collect::<Vec<NodeView>>()),

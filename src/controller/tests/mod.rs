@@ -2,6 +2,7 @@
 //! sends. The real-server behaviour is covered by `tests/controller.rs`; these pin down the decisions.
 
 mod fixtures;
+mod plan;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -204,8 +205,8 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
     fixture.reconcile(&deleted).await.unwrap();
     let lines = fixture.lines();
     let expected = [
-        format!("DELETE {TEMPLATE}"),
         dropped.to_string(),
+        format!("DELETE {TEMPLATE}"),
         format!("DELETE {DAEMON_SET}"),
         "DELETE /apis/rbac.authorization.k8s.io/v1/clusterrolebindings/neuron-dra-c".into(),
         "DELETE /apis/rbac.authorization.k8s.io/v1/clusterroles/neuron-dra-c".into(),
@@ -215,4 +216,88 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
         "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c".into(),
     ];
     assert_eq!(lines, expected, "the driver namespace stays; the finalizer goes last");
+}
+
+#[tokio::test]
+async fn an_unparseable_config_is_reported_again_when_its_status_write_failed() {
+    let invalid = kube::core::error_boundary::InvalidObject {
+        error: "spec.profiles[0].training.devices: invalid value: 300".into(),
+        metadata: serde_json::from_value(json!({"name": "c", "uid": "uid-c", "generation": 1})).unwrap(),
+    };
+    let guarded = std::sync::Arc::new(kube::core::DeserializeGuard::<NeuronDRAConfig>(Err(invalid)));
+    let fixture = Fixture::new(&converged(&config(json!({}))));
+    fixture.fail(STATUS, 500, "etcd is away", 1);
+    let reconcile = || super::reconcile::reconcile(guarded.clone(), fixture.ctx.clone());
+    assert!(reconcile().await.is_err(), "the failed status write fails the reconcile");
+    fixture.clear();
+    reconcile().await.unwrap();
+    assert_eq!(fixture.lines(), [STATUS, EVENT], "reported after all");
+    let (valid, reason, message) = condition(&fixture.last_status().unwrap(), "ConfigValid");
+    assert_eq!((valid.as_str(), reason.as_str()), ("False", "Unparseable"));
+    assert!(message.contains("devices: invalid value: 300"), "{message}");
+    assert_eq!(fixture.last_status().unwrap()["phase"], "Degraded");
+    fixture.clear();
+    reconcile().await.unwrap();
+    assert_eq!(fixture.lines(), Vec::<String>::new(), "reported once per distinct error");
+}
+
+#[tokio::test]
+async fn templates_left_to_an_older_config_do_not_count_as_missing() {
+    let older = config_at("old", "2026-01-01T00:00:00Z", json!({"nodeSelector": {"matchLabels": {"pool": "old"}}}));
+    let newer = config(json!({"templates": {"namespaces": ["team-a", "team-b"]}}));
+    let mut world = World::with_namespaces(&["team-a", "team-b", "neuron-dra-driver"]);
+    world.configs = vec![older, newer.clone()];
+    let fixture = Fixture::new(&world);
+    fixture.reconcile(&newer).await.unwrap();
+    let lines = fixture.lines();
+    assert!(!lines.contains(&format!("PATCH {TEMPLATE}")), "team-a/pretrain belongs to the older config");
+    let status = fixture.last_status().unwrap();
+    assert_eq!(condition(&status, "ConfigValid").1, "Conflict");
+    let (ready, reason, message) = condition(&status, "TemplatesReady");
+    assert_eq!((ready.as_str(), reason.as_str()), ("True", "Applied"), "{message}");
+    assert_eq!((&status["templates"]["namespaces"], &status["templates"]["count"]), (&json!(1), &json!(1)));
+}
+
+#[tokio::test]
+async fn every_failed_write_reaches_the_events_and_the_error() {
+    let c = config(json!({"templates": {"namespaces": ["team-a", "team-b"]}}));
+    let mut world = World::with_namespaces(&["team-a", "team-b", "neuron-dra-driver"]);
+    world.configs.push(c.clone());
+    let fixture = Fixture::new(&world);
+    fixture.fail(&format!("PATCH {TEMPLATE}"), 422, "team-a says no", 1);
+    fixture.fail("PATCH /apis/resource.k8s.io/v1/namespaces/team-b/", 403, "team-b is forbidden", 1);
+    let error = fixture.reconcile(&c).await.unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("team-a says no") && text.contains("team-b is forbidden"), "{text}");
+    let reasons = fixture.event_reasons();
+    assert!(reasons.contains(&"Rejected".to_string()) && reasons.contains(&"Forbidden".to_string()), "{reasons:?}");
+    let message = condition(&fixture.last_status().unwrap(), "TemplatesReady").2;
+    assert!(message.contains("team-a/pretrain") && message.contains("team-b/pretrain"), "{message}");
+}
+
+#[tokio::test]
+async fn a_deleted_config_leaves_no_metric_series_and_no_state() {
+    let c = config(json!({}));
+    let fixture = Fixture::new(&converged(&c));
+    fixture.fail(STATUS, 500, "etcd is away", 1);
+    let error = fixture.reconcile(&c).await.unwrap_err();
+    super::error_policy(std::sync::Arc::new(fixtures::guarded(c.clone())), &error, fixture.ctx.clone());
+    fixture.reconcile(&c).await.unwrap();
+    assert!(fixture.ctx.metrics.encode().contains("config=\"c\""));
+
+    let mut deleted = c.clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::status::now()));
+    fixture.reconcile(&deleted).await.unwrap();
+    let metrics = fixture.ctx.metrics.encode();
+    assert!(!metrics.contains("config=\"c\""), "{metrics}");
+    assert!(fixture.ctx.failures.lock().unwrap().is_empty());
+    assert!(fixture.ctx.unhealthy_seen.lock().unwrap().is_empty());
+    assert!(fixture.ctx.unparseable.lock().unwrap().is_empty());
+}
+
+#[test]
+fn retries_back_off_from_one_second_to_five_minutes() {
+    let delays: Vec<u64> = (1..=12).map(|failures| super::backoff(failures).as_secs()).collect();
+    assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
 }
