@@ -1,5 +1,5 @@
 //! The kubelet plugin: its Namespace, ServiceAccount, RBAC and DaemonSet, as AWS's chart renders them
-//! (NEURON.md), with the config's overrides merged on top.
+//! (docs/neuron-driver.md), with the config's overrides merged on top.
 
 use std::collections::BTreeMap;
 
