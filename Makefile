@@ -22,7 +22,7 @@ release:
 
 ## Regenerate the checked-in CRD from the Rust types.
 crds:
-	$(CARGO) run --locked --quiet -- crd > crds/neurondra.io_neurondraconfigs.yaml
+	$(CARGO) run --locked --quiet --bin neuron-dra-operator -- crd > crds/neurondra.io_neurondraconfigs.yaml
 
 ## The operator image, read from config/manager/kustomization.yaml: the one place it is named.
 IMG_NAME := $(shell awk '$$1 == "newName:" {print $$2}' config/manager/kustomization.yaml)
@@ -35,7 +35,7 @@ CONTAINER_TOOL ?= docker
 
 ## Regenerate the OLM bundle under bundle/ from config/, crds/ and samples/ (a test fails when it is stale).
 bundle:
-	$(CARGO) run --locked --quiet -- bundle --output bundle
+	$(CARGO) run --locked --quiet --bin neuron-dra-devtools -- bundle --output bundle
 
 ## The operator image and the OLM bundle image (need a container engine; the tests do not build them).
 image:
