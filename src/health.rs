@@ -1,6 +1,7 @@
 //! health (pure): device and node health over the nodes a config selects, from what the cluster shows: the
 //! driver's ResourceSlices (device taints, missing devices), DeviceTaintRules, the plugin pods and the Nodes.
-//! Lists are bounded and sorted so the status stays small and stable at thousands of nodes.
+//! Lists are bounded and sorted so the status stays small and stable at thousands of nodes. Over 400 lines only
+//! with its tests, which build small fleets inline.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
