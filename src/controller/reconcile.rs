@@ -13,7 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::operands::Pass;
+use super::operands::{Pass, Report};
 use super::plan::{Driver, Mode, NamespaceState, Plan};
 use super::{Context, Error, GuardedConfig, events, observe};
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
@@ -135,14 +135,8 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     let assessment = observe::assess_health(&plan.config, plan.driver != Driver::BlockedByConflict, &ctx.stores);
     events::health(ctx, &reference, previous, &assessment).await;
     observation.capacity = observe::assess_capacity(&plan.config, &ctx.stores);
-    ctx.metrics.record_capacity(&plan.config.name, &plan.config, &observation.capacity);
-    let labels = ConfigLabels { config: plan.config.name.clone() };
-    let summary = &assessment.health.summary;
-    ctx.metrics.nodes.get_or_create(&labels).set(summary.nodes);
-    ctx.metrics.devices.get_or_create(&labels).set(summary.total);
-    ctx.metrics.unhealthy_devices.get_or_create(&labels).set(summary.unhealthy);
-    ctx.metrics.managed_objects.get_or_create(&labels).set((pass.report.templates_in_place.len() + 6) as i64);
     observation.health = Some(assessment.health);
+    record_gauges(ctx, &plan, &observation, &pass.report);
     write_status(config, &observation, ctx).await?;
 
     failed(pass.report.errors)?;
@@ -151,6 +145,21 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     Ok(Action::await_change())
+}
+
+/// The per-config gauges: nodes, devices, unhealthy devices, managed objects and room per template.
+fn record_gauges(ctx: &Context, plan: &Plan, observation: &Observation, report: &Report) {
+    let config = &plan.config;
+    let metrics = &ctx.metrics;
+    metrics.record_capacity(&config.name, config, &observation.capacity);
+    let labels = ConfigLabels { config: config.name.clone() };
+    if let Some(summary) = observation.health.as_ref().map(|h| &h.summary) {
+        metrics.nodes.get_or_create(&labels).set(summary.nodes);
+        metrics.devices.get_or_create(&labels).set(summary.total);
+        metrics.unhealthy_devices.get_or_create(&labels).set(summary.unhealthy);
+    }
+    // The templates in place and the six driver objects.
+    metrics.managed_objects.get_or_create(&labels).set((report.templates_in_place.len() + 6) as i64);
 }
 
 /// The plugin's objects in a fixed order: Namespace, ServiceAccount, RBAC, DeviceClass, DaemonSet. Nothing goes into
