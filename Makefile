@@ -22,7 +22,7 @@ release:
 
 ## Regenerate the checked-in CRD from the Rust types (and its copy in the Helm chart).
 crds:
-	$(CARGO) run --locked --quiet -- crd > crds/neurondra.io_neurondraconfigs.yaml
+	$(CARGO) run --locked --quiet --bin neuron-dra-operator -- crd > crds/neurondra.io_neurondraconfigs.yaml
 	$(MAKE) --no-print-directory chart
 
 ## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD,
@@ -47,7 +47,7 @@ CONTAINER_TOOL ?= docker
 
 ## Regenerate the OLM bundle under bundle/ from config/, crds/ and samples/ (a test fails when it is stale).
 bundle:
-	$(CARGO) run --locked --quiet -- bundle --output bundle
+	$(CARGO) run --locked --quiet --bin neuron-dra-devtools -- bundle --output bundle
 
 ## The operator image and the OLM bundle image (need a container engine; the tests do not build them).
 image:

@@ -12,6 +12,7 @@ STATE="${ROOT}/target/demo"
 # DEMO_PROFILE=debug reuses a debug build (faster to build, slower to run).
 PROFILE="${DEMO_PROFILE:-release}"
 BIN="${ROOT}/target/${PROFILE}/neuron-dra-operator"
+DEVTOOLS="${ROOT}/target/${PROFILE}/neuron-dra-devtools"
 export KUBECONFIG="${ROOT}/target/controlplane/kubeconfig"
 CONFIG=trainium
 FAULTY_NODE=demo-trn2-1
@@ -36,7 +37,7 @@ fi
 mkdir -p "${STATE}"
 stop_demo_processes
 
-say "Building the operator (cargo build --profile ${PROFILE})"
+say "Building the operator and its dev tools (cargo build --profile ${PROFILE})"
 (cd "${ROOT}" && cargo build --profile "${PROFILE/debug/dev}" --locked --quiet)
 
 say "Starting the local control plane (the first run builds Kubernetes from Go modules: about 8 minutes)"
@@ -51,11 +52,11 @@ kubectl create namespace neuron-dra-operator-system --dry-run=client -o yaml | k
 kubectl apply -k "${ROOT}/config/rbac" >/dev/null
 
 say "Simulating a fleet: 4 trn2.48xlarge, 2 trn1.32xlarge, one UltraServer of 4 trn2u.48xlarge"
-"${BIN}" simulate fleet --count 4 --instance-type trn2.48xlarge --prefix demo-trn2
-"${BIN}" simulate fleet --count 2 --instance-type trn1.32xlarge --prefix demo-trn1
-"${BIN}" simulate fleet --count 4 --instance-type trn2u.48xlarge --prefix demo-us
-"${BIN}" simulate fault clear --node "${FAULTY_NODE}" >/dev/null
-nohup "${BIN}" simulate kubelet >"${STATE}/kubelet.log" 2>&1 &
+"${DEVTOOLS}" simulate fleet --count 4 --instance-type trn2.48xlarge --prefix demo-trn2
+"${DEVTOOLS}" simulate fleet --count 2 --instance-type trn1.32xlarge --prefix demo-trn1
+"${DEVTOOLS}" simulate fleet --count 4 --instance-type trn2u.48xlarge --prefix demo-us
+"${DEVTOOLS}" simulate fault clear --node "${FAULTY_NODE}" >/dev/null
+nohup "${DEVTOOLS}" simulate kubelet >"${STATE}/kubelet.log" 2>&1 &
 echo $! >"${STATE}/kubelet.pid"
 
 say "Running the operator as its ServiceAccount (token from the TokenRequest API)"
@@ -85,7 +86,7 @@ kubectl apply -f "${ROOT}/samples/mixed.yaml"
 kubectl wait --for=condition=Ready "ndc/${CONFIG}" --timeout=180s
 
 say "Injecting a fault: a NoExecute taint on one device of ${FAULTY_NODE}"
-"${BIN}" simulate fault taint --node "${FAULTY_NODE}" --effect NoExecute
+"${DEVTOOLS}" simulate fault taint --node "${FAULTY_NODE}" --effect NoExecute
 kubectl wait --for=jsonpath='{.status.devices.unhealthy}'=1 "ndc/${CONFIG}" --timeout=60s >/dev/null
 
 say "kubectl get ndc"

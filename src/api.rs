@@ -3,6 +3,8 @@
 //! Doc comments on these types become the CRD's field descriptions (`kubectl explain`). Rules the API server
 //! can check live here as schema attributes and CEL rules; rules that need the instance-type catalog live in
 //! `validate`.
+//!
+//! Longer than most files because every field's documentation is the user-facing API reference.
 
 use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};

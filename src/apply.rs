@@ -79,6 +79,24 @@ impl ApplyError {
             Self::Apply { source, .. } | Self::Delete { source, .. } => source,
         }
     }
+
+    /// The metric label and Warning event reason: what the API server said, or which write failed.
+    pub fn category(&self) -> &'static str {
+        api_category(self.source_error()).unwrap_or(match self {
+            Self::Apply { .. } => "ApplyFailed",
+            Self::Delete { .. } => "DeleteFailed",
+        })
+    }
+}
+
+/// The category of an API server refusal that users act on: `Forbidden` (RBAC), `Conflict`, `Rejected` (invalid).
+pub fn api_category(error: &kube::Error) -> Option<&'static str> {
+    match error {
+        kube::Error::Api(status) if status.code == 403 => Some("Forbidden"),
+        kube::Error::Api(status) if status.code == 409 => Some("Conflict"),
+        kube::Error::Api(status) if status.code == 422 => Some("Rejected"),
+        _ => None,
+    }
 }
 
 /// Field manager for objects several configs share: one per config, so each config's owner reference is its own.

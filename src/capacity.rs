@@ -14,8 +14,8 @@ use crate::build::{LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, NEURON_DRIVER};
 use kube::ResourceExt;
 
 use crate::api::TemplateCapacity;
-use crate::conflict::NodeFilter;
 use crate::health::taint_of;
+use crate::nodes::NodeFilter;
 use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
 use crate::view::{AllocatedDeviceView, ClaimView, DeviceView, NodeView, SliceView};
 

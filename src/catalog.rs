@@ -1,5 +1,5 @@
-//! What the operator knows about Trainium instance types (from NEURON.md). Unknown types still work: they are
-//! simply not checked. Rows marked *inferred* in NEURON.md are marked here too, to be easy to revisit.
+//! What the operator knows about Trainium instance types (sources in docs/neuron-driver.md). Unknown types still
+//! work: they are simply not checked. Rows the sources leave open are marked *inferred*, to be easy to revisit.
 
 /// One instance type as the DRA driver sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! Command-line entry points.
+//! Command-line entry points of `neuron-dra-operator`, the binary the operator image ships (`run`, and `render` and
+//! `crd`, which users run too). The development tools are in `neuron-dra-devtools` (src/bin).
 
 use std::path::{Path, PathBuf};
 
@@ -19,9 +20,6 @@ pub struct Cli {
 pub enum Command {
     /// Run the controller (kubeconfig from KUBECONFIG, or in-cluster).
     Run(crate::controller::RunArgs),
-    /// Publish a simulated Trainium fleet into a cluster (kubeconfig from KUBECONFIG).
-    #[command(subcommand)]
-    Simulate(crate::simulate::SimulateCommand),
     /// Print the NeuronDRAConfig CRD as YAML.
     Crd,
     /// Print every object the controller would apply for a config, as a multi-document YAML stream.
@@ -32,15 +30,6 @@ pub enum Command {
         /// Target namespace for the templates (repeatable); default: the config's `templates.namespaces`.
         #[arg(long = "namespace", short = 'n')]
         namespaces: Vec<String>,
-    },
-    /// Write the OLM bundle, generated from config/, crds/ and samples/ of a checkout.
-    Bundle {
-        /// Directory to write the bundle to.
-        #[arg(long, default_value = "bundle")]
-        output: PathBuf,
-        /// The checkout to read config/, crds/ and samples/ from.
-        #[arg(long, default_value = ".")]
-        root: PathBuf,
     },
 }
 

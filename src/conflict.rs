@@ -3,47 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::{Selector, SelectorExt};
-
-use crate::api::NeuronDRAConfigSpec;
-use crate::catalog;
-
-const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
-const COMPUTE_TYPE_LABEL: &str = "eks.amazonaws.com/compute-type";
-
-/// Whether a label selector matches; a selector that cannot be parsed matches nothing (validation reports it).
-pub fn selector_matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
-    match selector {
-        None => true,
-        Some(selector) => Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels)),
-    }
-}
-
-/// Which nodes a config's plugin runs on: a supported Trainium type, not Fargate, hybrid or Auto Mode, and matching
-/// `nodeSelector` (the same rule as the DaemonSet's node affinity). The selector is parsed once, for many nodes.
-pub struct NodeFilter {
-    /// None: every node; Some(None): a selector that cannot be parsed, which matches nothing.
-    selector: Option<Option<Selector>>,
-}
-
-impl NodeFilter {
-    pub fn new(spec: &NeuronDRAConfigSpec) -> Self {
-        Self { selector: spec.node_selector.as_ref().map(|s| Selector::try_from(s.clone()).ok()) }
-    }
-
-    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
-        let trainium = labels.get(INSTANCE_TYPE_LABEL).is_some_and(|t| catalog::lookup(t).is_some());
-        let excluded =
-            labels.get(COMPUTE_TYPE_LABEL).is_some_and(|c| matches!(c.as_str(), "fargate" | "hybrid" | "auto"));
-        let selected = match &self.selector {
-            None => true,
-            Some(selector) => selector.as_ref().is_some_and(|s| s.matches(labels)),
-        };
-        trainium && !excluded && selected
-    }
-}
-
 /// What one config needs, for comparing with others.
 #[derive(Debug, Clone)]
 pub struct Claimant {
@@ -150,20 +109,5 @@ mod tests {
         let all = [a.clone(), b.clone()];
         assert!(find_conflicts(&a, &all).is_empty());
         assert!(!find_conflicts(&b, &all).is_empty());
-    }
-
-    #[test]
-    fn nodes_are_selected_by_type_compute_type_and_selector() {
-        let labels = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let spec: NeuronDRAConfigSpec =
-            serde_json::from_value(serde_json::json!({"nodeSelector": {"matchLabels": {"pool": "a"}}})).unwrap();
-        assert!(NodeFilter::new(&spec).selects(&labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "a")])));
-        assert!(!NodeFilter::new(&spec).selects(&labels(&[(INSTANCE_TYPE_LABEL, "trn2.48xlarge"), ("pool", "b")])));
-        assert!(!NodeFilter::new(&spec).selects(&labels(&[(INSTANCE_TYPE_LABEL, "m5.large"), ("pool", "a")])));
-        assert!(!NodeFilter::new(&spec).selects(&labels(&[
-            (INSTANCE_TYPE_LABEL, "trn2.48xlarge"),
-            ("pool", "a"),
-            (COMPUTE_TYPE_LABEL, "auto")
-        ])));
     }
 }

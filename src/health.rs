@@ -1,18 +1,17 @@
 //! health (pure): device and node health over the nodes a config selects, from what the cluster shows: the
 //! driver's ResourceSlices (device taints, missing devices), DeviceTaintRules, the plugin pods and the Nodes.
-//! Lists are bounded and sorted so the status stays small and stable at thousands of nodes.
+//! Lists are bounded and sorted so the status stays small and stable at thousands of nodes. Over 400 lines only
+//! with its tests, which build small fleets inline.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Affinity;
 use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 use kube::ResourceExt;
 
 use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, UnhealthyDevice};
 use crate::build::NEURON_DRIVER;
-use crate::catalog;
-use crate::conflict::NodeFilter;
+use crate::nodes::{self, NodeFilter};
 use crate::status::Health;
 use crate::view::{ClaimView, DeviceView, NodeView, PodView, SliceView};
 
@@ -75,12 +74,7 @@ pub fn assess(inputs: &Inputs) -> Assessment {
     for node in inputs.nodes.iter().filter(|n| filter.selects(n.labels())) {
         let name = node.name_any();
         summary.nodes += 1;
-        let expected = node
-            .labels()
-            .get("node.kubernetes.io/instance-type")
-            .and_then(|t| catalog::lookup(t))
-            .and_then(|t| t.devices)
-            .unwrap_or(0) as i64;
+        let expected = nodes::instance_type(node.labels()).and_then(|t| t.devices).unwrap_or(0) as i64;
         node_issues(node, inputs, &mut issues);
 
         let slices = inputs.slices.get(&name).map(Vec::as_slice).unwrap_or_default();
@@ -215,17 +209,6 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
             issues.push(issue(&name, NEURON_HEALTH, format!("{reason}: {message}")));
         }
     }
-}
-
-/// The node a DaemonSet pod's affinity pins it to (the `metadata.name` field it requires).
-pub fn pinned_node(affinity: &Affinity) -> Option<String> {
-    let required = affinity.node_affinity.as_ref()?.required_during_scheduling_ignored_during_execution.as_ref()?;
-    let field = required
-        .node_selector_terms
-        .iter()
-        .flat_map(|t| t.match_fields.iter().flatten())
-        .find(|f| f.key == "metadata.name")?;
-    field.values.as_ref()?.first().cloned()
 }
 
 /// kubelets 1.34.0 and 1.34.1 (any build suffix) have the DRA regression.

@@ -16,6 +16,7 @@ pub mod controller;
 pub mod crd;
 pub mod health;
 pub mod leader;
+pub mod nodes;
 pub mod simulate;
 pub mod status;
 pub mod telemetry;

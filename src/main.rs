@@ -9,34 +9,15 @@ fn run(args: neuron_dra_operator::controller::RunArgs) -> anyhow::Result<()> {
     runtime.block_on(neuron_dra_operator::controller::run(args))
 }
 
-fn simulate(command: neuron_dra_operator::simulate::SimulateCommand) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async {
-        let client = kube::Client::try_default().await?;
-        neuron_dra_operator::simulate::run(client, command).await
-    })
-}
-
-fn bundle(root: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
-    let files = neuron_dra_operator::bundle::generate(root)?;
-    neuron_dra_operator::bundle::write(&files, output)?;
-    for drift in neuron_dra_operator::bundle::check(&files, output)? {
-        eprintln!("warning: {}/{drift}", output.display());
-    }
-    Ok(())
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
-        Command::Simulate(command) => simulate(command),
         Command::Crd => {
             print!("{}", crd_yaml());
             Ok(())
         }
         Command::Render { file, namespaces } => render(&file, &namespaces).map(|yaml| print!("{yaml}")),
-        Command::Bundle { output, root } => bundle(&root, &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

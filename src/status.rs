@@ -9,23 +9,81 @@ use crate::api::{
     TemplateSummary, UnhealthyDevice,
 };
 
-pub const READY: &str = "Ready";
-pub const CONFIG_VALID: &str = "ConfigValid";
-pub const DRIVER_READY: &str = "DriverReady";
-pub const TEMPLATES_READY: &str = "TemplatesReady";
-pub const DEVICES_HEALTHY: &str = "DevicesHealthy";
+/// Declares a string-valued enum whose variants serialize to their own names.
+macro_rules! names {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vdoc])* $variant),* }
+
+        impl $name {
+            pub const ALL: &[$name] = &[$($name::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => stringify!($variant)),* }
+            }
+
+            pub fn parse(text: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == text)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+names! {
+    /// The conditions of a config's status (`type`).
+    ConditionType { Ready, ConfigValid, DriverReady, TemplatesReady, DevicesHealthy }
+}
+
+names! {
+    /// Every `reason` a condition can carry; the README's troubleshooting table lists them.
+    Reason {
+        Valid, InvalidSpec, Conflict, Unparseable,
+        RolloutComplete, RollingOut, Pending, NotApplied,
+        Applied, Missing,
+        AllHealthy, Unhealthy,
+        Ready, NotReady,
+    }
+}
 
 /// Whether the spec can be acted on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Validity {
     Valid,
-    /// Reason (`InvalidSpec`, `Unparseable`) and the problems, one per line.
-    Invalid {
-        reason: &'static str,
-        message: String,
-    },
+    /// A catalog rule failed: the problems, one per line.
+    InvalidSpec(String),
+    /// The stored object cannot be read by this build.
+    Unparseable(String),
     /// Overlaps an older config; the rest is applied.
     Conflict(String),
+}
+
+impl Validity {
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Valid => Reason::Valid,
+            Self::InvalidSpec(_) => Reason::InvalidSpec,
+            Self::Unparseable(_) => Reason::Unparseable,
+            Self::Conflict(_) => Reason::Conflict,
+        }
+    }
+
+    /// Whether the spec could be read and passed validation (a conflict still applies the rest).
+    pub fn spec_ok(&self) -> bool {
+        matches!(self, Self::Valid | Self::Conflict(_))
+    }
+}
+
+/// The reason a stored status gives for one condition, if it is one this build knows.
+pub fn condition_reason(status: Option<&NeuronDRAConfigStatus>, type_: ConditionType) -> Option<Reason> {
+    let condition = status?.conditions.iter().find(|c| c.type_ == type_.as_str())?;
+    Reason::parse(&condition.reason)
 }
 
 /// The plugin rollout as the DaemonSet reports it.
@@ -73,35 +131,35 @@ pub fn compute(
 ) -> NeuronDRAConfigStatus {
     let mut conditions = Vec::new();
     let generation = observed.generation;
-    let mut set = |type_: &str, ok: bool, reason: &str, message: String| {
+    let mut set = |type_: ConditionType, ok: bool, reason: Reason, message: String| {
         let status = if ok { "True" } else { "False" };
-        let previous = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
+        let previous = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_.as_str()));
         let last_transition_time = match previous {
             Some(p) if p.status == status => p.last_transition_time.clone(),
             _ => Time(now),
         };
         conditions.push(Condition {
-            type_: type_.into(),
+            type_: type_.as_str().into(),
             status: status.into(),
-            reason: reason.into(),
+            reason: reason.as_str().into(),
             message,
             observed_generation: generation,
             last_transition_time,
         });
     };
 
-    let (valid, reason, message) = match &observed.validity {
-        Validity::Valid => (true, "Valid", "the spec is valid".to_string()),
-        Validity::Invalid { reason, message } => (false, *reason, message.clone()),
-        Validity::Conflict(message) => (false, "Conflict", message.clone()),
+    let (valid, message) = match &observed.validity {
+        Validity::Valid => (true, "the spec is valid".to_string()),
+        Validity::InvalidSpec(message) | Validity::Conflict(message) => (false, message.clone()),
+        Validity::Unparseable(error) => (false, format!("the operator cannot read this object: {error}")),
     };
-    let spec_ok = !matches!(observed.validity, Validity::Invalid { .. });
-    set(CONFIG_VALID, valid, reason, message);
+    let spec_ok = observed.validity.spec_ok();
+    set(ConditionType::ConfigValid, valid, observed.validity.reason(), message);
 
     let (driver_ok, driver_reason, driver_message, driver) = match &observed.rollout {
-        Rollout::NotApplied(why) => (false, "NotApplied", why.clone(), None),
+        Rollout::NotApplied(why) => (false, Reason::NotApplied, why.clone(), None),
         Rollout::Applied { status, observed: false } => {
-            (false, "Pending", "waiting for the DaemonSet controller".into(), Some(status.clone()))
+            (false, Reason::Pending, "waiting for the DaemonSet controller".into(), Some(status.clone()))
         }
         Rollout::Applied { status, .. } => {
             let done = status.ready_nodes >= status.desired_nodes && status.updated_nodes >= status.desired_nodes;
@@ -109,10 +167,11 @@ pub fn compute(
                 "{} of {} nodes ready, {} updated",
                 status.ready_nodes, status.desired_nodes, status.updated_nodes
             );
-            (done, if done { "RolloutComplete" } else { "RollingOut" }, message, Some(status.clone()))
+            let reason = if done { Reason::RolloutComplete } else { Reason::RollingOut };
+            (done, reason, message, Some(status.clone()))
         }
     };
-    set(DRIVER_READY, driver_ok, driver_reason, driver_message);
+    set(ConditionType::DriverReady, driver_ok, driver_reason, driver_message);
 
     let templates_ok = spec_ok && observed.templates_present == observed.templates_wanted;
     let templates_message = if templates_ok {
@@ -127,7 +186,8 @@ pub fn compute(
             observed.templates_missing.join(", ")
         )
     };
-    set(TEMPLATES_READY, templates_ok, if templates_ok { "Applied" } else { "Missing" }, templates_message);
+    let templates_reason = if templates_ok { Reason::Applied } else { Reason::Missing };
+    set(ConditionType::TemplatesReady, templates_ok, templates_reason, templates_message);
 
     if let Some(health) = &observed.health {
         let healthy = health.summary.unhealthy == 0 && health.node_issues.is_empty();
@@ -139,13 +199,14 @@ pub fn compute(
             health.node_issues.len(),
             health.affected_claims
         );
-        set(DEVICES_HEALTHY, healthy, if healthy { "AllHealthy" } else { "Unhealthy" }, message);
+        let reason = if healthy { Reason::AllHealthy } else { Reason::Unhealthy };
+        set(ConditionType::DevicesHealthy, healthy, reason, message);
     }
 
     let ready = valid && driver_ok && templates_ok;
     let ready_message =
         if ready { "the driver is rolled out and every template is in place" } else { "see the other conditions" };
-    set(READY, ready, if ready { "Ready" } else { "NotReady" }, ready_message.into());
+    set(ConditionType::Ready, ready, if ready { Reason::Ready } else { Reason::NotReady }, ready_message.into());
 
     let phase = if observed.paused {
         Phase::Paused
@@ -216,15 +277,20 @@ mod tests {
         }
     }
 
-    fn condition<'a>(status: &'a NeuronDRAConfigStatus, type_: &str) -> &'a Condition {
-        status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    fn condition(status: &NeuronDRAConfigStatus, type_: ConditionType) -> &Condition {
+        status.conditions.iter().find(|c| c.type_ == type_.as_str()).unwrap()
     }
 
     #[test]
     fn all_good_is_ready() {
         let status = compute(None, &observation(), now());
         assert_eq!(status.phase, Some(Phase::Ready));
-        for type_ in [READY, CONFIG_VALID, DRIVER_READY, TEMPLATES_READY] {
+        for type_ in [
+            ConditionType::Ready,
+            ConditionType::ConfigValid,
+            ConditionType::DriverReady,
+            ConditionType::TemplatesReady,
+        ] {
             assert_eq!(condition(&status, type_).status, "True", "{type_}");
         }
         assert_eq!(status.observed_generation, Some(3));
@@ -249,26 +315,26 @@ mod tests {
             observed: true,
         };
         let second = compute(Some(&first), &rolling, t2);
-        assert_eq!(condition(&second, DRIVER_READY).last_transition_time, Time(t2));
-        assert_eq!(condition(&second, DRIVER_READY).reason, "RollingOut");
-        assert_eq!(condition(&second, CONFIG_VALID).last_transition_time, Time(t1));
+        assert_eq!(condition(&second, ConditionType::DriverReady).last_transition_time, Time(t2));
+        assert_eq!(condition(&second, ConditionType::DriverReady).reason, "RollingOut");
+        assert_eq!(condition(&second, ConditionType::ConfigValid).last_transition_time, Time(t1));
         assert_eq!(second.phase, Some(Phase::Progressing));
     }
 
     #[test]
     fn invalid_spec_is_degraded_and_conflict_keeps_templates_judged() {
         let mut invalid = observation();
-        invalid.validity = Validity::Invalid { reason: "InvalidSpec", message: "spec.x: bad".into() };
+        invalid.validity = Validity::InvalidSpec("spec.x: bad".into());
         let status = compute(None, &invalid, now());
         assert_eq!(status.phase, Some(Phase::Degraded));
-        assert_eq!(condition(&status, CONFIG_VALID).reason, "InvalidSpec");
-        assert_eq!(condition(&status, READY).status, "False");
+        assert_eq!(condition(&status, ConditionType::ConfigValid).reason, "InvalidSpec");
+        assert_eq!(condition(&status, ConditionType::Ready).status, "False");
 
         let mut conflict = observation();
         conflict.validity = Validity::Conflict("nodes n1 ...".into());
         let status = compute(None, &conflict, now());
-        assert_eq!(condition(&status, CONFIG_VALID).reason, "Conflict");
-        assert_eq!(condition(&status, TEMPLATES_READY).status, "True");
+        assert_eq!(condition(&status, ConditionType::ConfigValid).reason, "Conflict");
+        assert_eq!(condition(&status, ConditionType::TemplatesReady).status, "True");
     }
 
     #[test]
@@ -284,8 +350,42 @@ mod tests {
         missing.templates_present = 3;
         missing.templates_missing = vec!["team-a/pretrain".into()];
         let status = compute(None, &missing, now());
-        assert_eq!(condition(&status, TEMPLATES_READY).status, "False");
-        assert!(condition(&status, TEMPLATES_READY).message.contains("team-a/pretrain"));
+        assert_eq!(condition(&status, ConditionType::TemplatesReady).status, "False");
+        assert!(condition(&status, ConditionType::TemplatesReady).message.contains("team-a/pretrain"));
         assert_eq!(status.phase, Some(Phase::Progressing));
+    }
+
+    #[test]
+    fn names_are_the_api_strings_and_the_readme_explains_each() {
+        let reasons: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "Valid",
+                "InvalidSpec",
+                "Conflict",
+                "Unparseable",
+                "RolloutComplete",
+                "RollingOut",
+                "Pending",
+                "NotApplied",
+                "Applied",
+                "Missing",
+                "AllHealthy",
+                "Unhealthy",
+                "Ready",
+                "NotReady"
+            ]
+        );
+        assert_eq!(Reason::parse("RollingOut"), Some(Reason::RollingOut));
+        assert_eq!(Reason::parse("rollingout"), None);
+        let readme = include_str!("../README.md");
+        let table = &readme[readme.find("| condition | reason |").expect("the troubleshooting table")..];
+        for reason in Reason::ALL {
+            assert!(table.contains(&format!("`{reason}`")), "README's troubleshooting table lacks {reason}");
+        }
+        for type_ in ConditionType::ALL {
+            assert!(table.contains(&format!("| {type_} |")), "README's troubleshooting table lacks {type_}");
+        }
     }
 }

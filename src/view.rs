@@ -297,7 +297,7 @@ impl PodView {
         if let Some(node) = &self.spec.node_name {
             return Some(node.clone());
         }
-        crate::health::pinned_node(self.spec.affinity.as_ref()?)
+        crate::nodes::pinned_node(self.spec.affinity.as_ref()?)
     }
 }
 

@@ -100,7 +100,8 @@ fn the_checked_in_bundle_is_what_make_bundle_generates() {
     let (recipe, _) = sh_ok("make --no-print-directory -n bundle");
     assert!(recipe.trim().ends_with("-- bundle --output bundle"), "{recipe}");
     let dir = temp_dir("cli");
-    let out = Command::new(BIN).args(["bundle", "--output"]).arg(&dir).current_dir(repo("")).output().unwrap();
+    let devtools = env!("CARGO_BIN_EXE_neuron-dra-devtools");
+    let out = Command::new(devtools).args(["bundle", "--output"]).arg(&dir).current_dir(repo("")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(bundle::check(&expected, &dir).unwrap(), []);
 }

@@ -156,3 +156,18 @@ fn several_problems_give_one_line_each() {
         ]
     );
 }
+
+#[test]
+fn the_operator_binary_carries_no_dev_tools_and_the_devtools_binary_does() {
+    let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    for command in ["run", "crd", "render"] {
+        assert!(help.contains(command), "{command} in {help}");
+    }
+    for tool in ["simulate", "bundle"] {
+        assert!(!help.contains(tool), "{tool} in the operator's help: {help}");
+        assert!(!run(&[tool]).status.success(), "the operator binary accepted {tool}");
+    }
+    let devtools = Command::new(env!("CARGO_BIN_EXE_neuron-dra-devtools")).arg("--help").output().unwrap();
+    let help = String::from_utf8(devtools.stdout).unwrap();
+    assert!(help.contains("simulate") && help.contains("bundle"), "{help}");
+}

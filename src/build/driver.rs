@@ -1,13 +1,12 @@
 //! The kubelet plugin: its Namespace, ServiceAccount, RBAC and DaemonSet, as AWS's chart renders them
-//! (NEURON.md), with the config's overrides merged on top.
+//! (docs/neuron-driver.md), with the config's overrides merged on top.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, EnvVarSource, GRPCAction, HostPathVolumeSource, Namespace, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, ServiceAccount, Toleration, Volume, VolumeMount,
+    Container, EnvVar, EnvVarSource, GRPCAction, HostPathVolumeSource, Namespace, ObjectFieldSelector, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, ServiceAccount, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -15,7 +14,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{LABEL_CONFIG, config_labels, owned_meta, shared_meta};
-use crate::catalog::TRAINIUM_TYPES;
 use crate::validate::ValidatedConfig;
 
 pub const HEALTHCHECK_PORT: i32 = 51515;
@@ -23,8 +21,6 @@ const CONTAINER_NAME: &str = "kubelet-plugin";
 const PLUGIN_BINARY: &str = "k8s-neuron-dra-driver";
 const APP_LABEL: &str = "app.kubernetes.io/name";
 const APP_NAME: &str = "neuron-dra-driver";
-const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
-const COMPUTE_TYPE_LABEL: &str = "eks.amazonaws.com/compute-type";
 /// The kubelet directories the plugin registers through and the CDI specs it writes.
 const HOST_PATHS: [(&str, &str); 3] = [
     ("plugins", "/var/lib/kubelet/plugins"),
@@ -125,7 +121,7 @@ pub fn daemon_set(config: &ValidatedConfig) -> DaemonSet {
                     priority_class_name: driver.priority_class_name.clone(),
                     image_pull_secrets: Some(driver.image_pull_secrets.clone()).filter(|s| !s.is_empty()),
                     tolerations: Some(tolerations(&driver.tolerations)),
-                    affinity: Some(affinity(config)),
+                    affinity: Some(crate::nodes::affinity(&config.spec)),
                     containers: vec![container(config)],
                     volumes: Some(
                         HOST_PATHS
@@ -245,46 +241,4 @@ fn tolerations(extra: &[Toleration]) -> Vec<Toleration> {
         }
     }
     all
-}
-
-fn requirement(key: &str, operator: &str, values: Vec<String>) -> NodeSelectorRequirement {
-    NodeSelectorRequirement {
-        key: key.into(),
-        operator: operator.into(),
-        values: Some(values).filter(|v| !v.is_empty()),
-    }
-}
-
-/// Trainium nodes that are not Fargate, hybrid or Auto Mode, narrowed by the config's node selector.
-fn affinity(config: &ValidatedConfig) -> Affinity {
-    let mut requirements = vec![
-        requirement(INSTANCE_TYPE_LABEL, "In", TRAINIUM_TYPES.iter().map(|t| t.name.to_string()).collect()),
-        requirement(COMPUTE_TYPE_LABEL, "NotIn", vec!["fargate".into(), "hybrid".into(), "auto".into()]),
-    ];
-    if let Some(selector) = &config.spec.node_selector {
-        requirements.extend(node_requirements(selector));
-    }
-    Affinity {
-        node_affinity: Some(NodeAffinity {
-            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-                node_selector_terms: vec![NodeSelectorTerm {
-                    match_expressions: Some(requirements),
-                    ..NodeSelectorTerm::default()
-                }],
-            }),
-            ..NodeAffinity::default()
-        }),
-        ..Affinity::default()
-    }
-}
-
-/// A LabelSelector as node-selector requirements (both are ANDed lists of the same operators).
-pub fn node_requirements(selector: &LabelSelector) -> Vec<NodeSelectorRequirement> {
-    let labels = selector.match_labels.iter().flatten().map(|(k, v)| requirement(k, "In", vec![v.clone()]));
-    let expressions = selector
-        .match_expressions
-        .iter()
-        .flatten()
-        .map(|e| requirement(&e.key, &e.operator, e.values.clone().unwrap_or_default()));
-    labels.chain(expressions).collect()
 }

@@ -1,4 +1,5 @@
-//! The profile compiler: one resolved claim to a ResourceClaimTemplate ("How a profile compiles", DESIGN.md).
+//! The profile compiler: one resolved claim to a ResourceClaimTemplate (the rules are in docs/neuron-driver.md,
+//! "How workloads are expressed as claims").
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! One test per compile rule in DESIGN.md, and the driver defaults from NEURON.md.
+//! One test per profile compile rule, and the driver defaults of AWS's chart (docs/neuron-driver.md).
 
 use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceRequest, ResourceClaimTemplate};
 use serde_json::{Value, json};

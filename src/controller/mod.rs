@@ -1,12 +1,18 @@
-//! controller: the kube-runtime controller for `NeuronDRAConfig`, its watch caches, leader election and runtime.
+//! controller: the kube-runtime controller for `NeuronDRAConfig`: its watch caches, the shared reconcile context and
+//! the retry policy. One reconcile is `reconcile` (plan → operands → observe → status); `run` is in `runtime`.
 
+mod error;
+mod events;
+mod observe;
+mod operands;
+mod plan;
 mod reconcile;
+mod runtime;
 mod sampling;
 
 use sampling::sampled;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,15 +30,16 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
 
 use crate::api::NeuronDRAConfig;
-use crate::apply::ApplyError;
 use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
-use crate::telemetry::{ErrorLabels, Metrics, Readiness};
+use crate::telemetry::{ConditionLabels, ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
 use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
+use tokio::sync::watch;
 
+pub use error::Error;
 pub use reconcile::FINALIZER;
+pub use runtime::{RunArgs, run};
 
 /// How often changes of the cluster-wide inputs may trigger a reconcile of every config (see `sampled`); longer
 /// than the controller's debounce, so the reconcile runs between two triggers.
@@ -105,151 +112,6 @@ pub struct Context {
     in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// True once every cache has listed once (see `Context::synced`).
     synced: watch::Receiver<bool>,
-}
-
-/// Errors of one reconcile; `category` is the metric label and the Warning event reason.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
-    #[error("writing status: {0}")]
-    Status(#[source] kube::Error),
-    #[error("publishing event: {0}")]
-    Event(#[source] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
-}
-
-impl Error {
-    pub fn category(&self) -> &'static str {
-        let api_error = match self {
-            Self::Apply(e) => Some(e.source_error()),
-            Self::Status(e) | Self::Event(e) => Some(e),
-            Self::Finalizer(e) => match e.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(inner)
-                | kube::runtime::finalizer::Error::CleanupFailed(inner) => return inner.category(),
-                kube::runtime::finalizer::Error::AddFinalizer(e)
-                | kube::runtime::finalizer::Error::RemoveFinalizer(e) => Some(e),
-                _ => None,
-            },
-        };
-        match api_error {
-            Some(kube::Error::Api(status)) if status.code == 403 => "Forbidden",
-            Some(kube::Error::Api(status)) if status.code == 409 => "Conflict",
-            Some(kube::Error::Api(status)) if status.code == 422 => "Rejected",
-            _ => match self {
-                Self::Apply(ApplyError::Apply { .. }) => "ApplyFailed",
-                Self::Apply(ApplyError::Delete { .. }) => "DeleteFailed",
-                Self::Status(_) => "StatusFailed",
-                Self::Event(_) => "EventFailed",
-                Self::Finalizer(_) => "FinalizerFailed",
-            },
-        }
-    }
-}
-
-/// Options of `neuron-dra-operator run`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct RunArgs {
-    /// Address of the /metrics, /healthz and /readyz server.
-    #[arg(long, default_value = "0.0.0.0:8080", env = "METRICS_ADDR")]
-    pub metrics_addr: SocketAddr,
-    /// Elect a leader through a Lease so only one replica writes.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "LEADER_ELECT")]
-    pub leader_elect: bool,
-    /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = "neuron-dra-operator-system", env = "POD_NAMESPACE")]
-    pub lease_namespace: String,
-    /// Name of the leader-election Lease.
-    #[arg(long, default_value = "neuron-dra-operator")]
-    pub lease_name: String,
-    /// Seconds a leader's lease lasts without renewal.
-    #[arg(long, default_value_t = 15)]
-    pub lease_duration: u64,
-    /// Identity in the Lease; default: POD_NAME or the host name, plus the process id.
-    #[arg(long, env = "POD_NAME")]
-    pub identity: Option<String>,
-    /// Log as JSON lines.
-    #[arg(long, env = "LOG_JSON")]
-    pub log_json: bool,
-    /// Configs reconciled at once.
-    #[arg(long, default_value_t = 4)]
-    pub concurrency: u16,
-    /// Only manage configs with these labels (for example `shard=a`); default: every config.
-    #[arg(long)]
-    pub config_selector: Option<String>,
-}
-
-/// `neuron-dra-operator run`.
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    crate::telemetry::init_logging(args.log_json);
-    let metrics = Arc::new(Metrics::default());
-    let client = crate::client::counted_client(metrics.clone()).await?;
-    crate::client::check_crd(&client).await?;
-
-    let readiness = Readiness::default();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(crate::telemetry::serve(
-        args.metrics_addr,
-        metrics.clone(),
-        readiness.clone(),
-        wait_for(stop_rx.clone()),
-    ));
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        let _ = stop_tx.send(true);
-    });
-
-    // A standby is healthy and ready to take over: ready while it waits, so a Deployment of two replicas rolls out.
-    readiness.set(true);
-    let leadership = if args.leader_elect {
-        match crate::leader::acquire(&client, &args, stop_rx.clone()).await? {
-            Some(leadership) => Some(leadership),
-            None => {
-                let _ = server.await;
-                return Ok(()); // asked to stop while standing by
-            }
-        }
-    } else {
-        None
-    };
-    // The leader is ready once its caches have synced.
-    readiness.set(false);
-
-    let lost = leadership.as_ref().map(|l| l.lost());
-    let stop = {
-        let stop_rx = stop_rx.clone();
-        async move {
-            match lost {
-                Some(lost) => tokio::select! { _ = wait_for(stop_rx) => {}, _ = lost => {} },
-                None => wait_for(stop_rx).await,
-            }
-        }
-    };
-    run_controller(client, metrics, readiness, &args, stop).await;
-
-    let lost_leadership = leadership.as_ref().is_some_and(|l| !l.is_leader());
-    if let Some(leadership) = leadership {
-        leadership.release().await;
-    }
-    server.abort();
-    if lost_leadership && !*stop_rx.borrow() {
-        anyhow::bail!("lost leadership; exiting so a fresh start rejoins the election");
-    }
-    Ok(())
-}
-
-async fn wait_for(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
 }
 
 /// A watch stream that fills `writer`'s cache; touched (applied or deleted) objects trigger reconciles.
@@ -418,16 +280,24 @@ pub async fn run_controller(
 fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) -> Action {
     let name = config.name_any();
     let category = error.category();
-    ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();
+    let categories: std::collections::BTreeSet<&str> = error.failures().into_iter().map(|(c, _)| c).collect();
+    for category in categories {
+        ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();
+    }
     let failures = {
         let mut failures = ctx.failures.lock().expect("not poisoned");
         let count = failures.entry(name.clone()).or_insert(0);
         *count = count.saturating_add(1);
         *count
     };
-    let delay = Duration::from_secs(1u64 << failures.min(9).saturating_sub(1)).min(Duration::from_secs(300));
+    let delay = backoff(failures);
     tracing::warn!(config = %name, %error, category, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
+}
+
+/// The delay before retry number `failures`: 1 s doubling to 5 min.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.clamp(1, 10).saturating_sub(1)).min(Duration::from_secs(300))
 }
 
 impl Context {
@@ -441,13 +311,52 @@ impl Context {
         self.failures.lock().expect("not poisoned").remove(name);
     }
 
-    /// Records an unparseable config; false when this exact error was already reported.
-    fn first_report_of(&self, name: &str, error: &str) -> bool {
-        let mut reported = self.unparseable.lock().expect("not poisoned");
-        reported.insert(name.to_string(), error.to_string()).as_deref() != Some(error)
+    /// Whether this exact parse error was already reported for this config.
+    fn already_reported(&self, name: &str, error: &str) -> bool {
+        self.unparseable.lock().expect("not poisoned").get(name).map(String::as_str) == Some(error)
+    }
+
+    /// Remembers a parse error once its status is written, so it is reported once, not on every event.
+    fn reported_unparseable(&self, name: &str, error: &str) {
+        self.unparseable.lock().expect("not poisoned").insert(name.to_string(), error.to_string());
+    }
+
+    /// Drops everything kept about a config that is gone: its metric series and its entries here.
+    fn forget(&self, config: &NeuronDRAConfig) {
+        let name = config.name_any();
+        self.failures.lock().expect("not poisoned").remove(&name);
+        self.unparseable.lock().expect("not poisoned").remove(&name);
+        self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
+        self.in_use_seen.lock().expect("not poisoned").remove(&name);
+        let labels = ConfigLabels { config: name.clone() };
+        let metrics = &self.metrics;
+        metrics.reconciles.remove(&labels);
+        for gauge in [
+            &metrics.managed_objects,
+            &metrics.nodes,
+            &metrics.devices,
+            &metrics.unhealthy_devices,
+            &metrics.driver_desired_nodes,
+            &metrics.driver_ready_nodes,
+            &metrics.driver_updated_nodes,
+            &metrics.templates,
+        ] {
+            gauge.remove(&labels);
+        }
+        for type_ in crate::status::ConditionType::ALL {
+            metrics.condition.remove(&ConditionLabels { config: name.clone(), condition: type_.as_str().into() });
+        }
+        for claim in crate::validate::validate(config).map(|v| v.claims).unwrap_or_default() {
+            let labels = TemplateLabels { config: name.clone(), profile: claim.profile, template: claim.template };
+            metrics.template_available.remove(&labels);
+            metrics.template_allocated.remove(&labels);
+        }
     }
 
     fn parsed_again(&self, name: &str) {
         self.unparseable.lock().expect("not poisoned").remove(name);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,7 @@ use crate::catalog::{self, InstanceType};
 
 /// Label on every simulated node, so `simulate clear` finds them.
 pub const SIMULATED_LABEL: &str = "neurondra.io/simulated";
-pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+pub use crate::nodes::INSTANCE_TYPE_LABEL;
 pub const DEFAULT_DRA_DRIVER_VERSION: &str = "1.1.0";
 pub const DEFAULT_NEURON_DRIVER_VERSION: &str = "2.25.4.0";
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.34.2";

@@ -1,4 +1,4 @@
-//! `neuron-dra-operator simulate`: a Trainium fleet for tests, benchmarks and the demo. Nodes, the Neuron driver's
+//! `neuron-dra-devtools simulate`: a Trainium fleet for tests, benchmarks and the demo. Nodes, the Neuron driver's
 //! ResourceSlices and the EFA driver's ResourceSlices (with its DeviceClass) as the real drivers publish them, faults
 //! on demand, and a stand-in kubelet that reports the pods the scheduler bound to simulated nodes as running (and
 //! confirms their deletion). Everything is idempotent (server-side apply).
@@ -328,7 +328,7 @@ async fn set_plugin_ready(client: &Client, node_name: &str, ready: bool) -> anyh
 /// The node a pod is bound to, or (a DaemonSet pod not bound yet) pinned to.
 fn pod_node(pod: &Pod) -> Option<String> {
     let spec = pod.spec.as_ref()?;
-    spec.node_name.clone().or_else(|| crate::health::pinned_node(spec.affinity.as_ref()?))
+    spec.node_name.clone().or_else(|| crate::nodes::pinned_node(spec.affinity.as_ref()?))
 }
 
 fn is_plugin_pod(pod: &Pod) -> bool {

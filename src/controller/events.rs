@@ -1,0 +1,94 @@
+//! events: what the operator tells users through Kubernetes Events on the config, once per change.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType};
+
+use super::Context;
+use super::operands::Report;
+use crate::api::NeuronDRAConfigStatus;
+use crate::health;
+
+/// Publishes one event; a failure to publish is logged, never fails the reconcile.
+pub async fn publish(
+    ctx: &Context,
+    reference: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        tracing::warn!(%error, reason, "publishing an event");
+    }
+}
+
+/// One Normal event per kind of change (`Created`, `Updated`, `Replaced`, `Deleted`), naming a bounded list.
+pub async fn changes(ctx: &Context, reference: &ObjectReference, report: &Report) {
+    const SHOWN: usize = 8;
+    let summary = |items: &[String]| {
+        let more = items.len().saturating_sub(SHOWN);
+        let mut text = items.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    for (reason, items) in [
+        ("Created", &report.created),
+        ("Updated", &report.updated),
+        ("Replaced", &report.replaced),
+        ("Deleted", &report.deleted),
+    ] {
+        if !items.is_empty() {
+            publish(ctx, reference, EventType::Normal, reason, "Apply", format!("{reason} {}", summary(items))).await;
+        }
+    }
+}
+
+/// An event when devices turn unhealthy or recover; nothing when the set is unchanged.
+pub async fn health(
+    ctx: &Context,
+    reference: &ObjectReference,
+    previous: Option<&NeuronDRAConfigStatus>,
+    assessment: &health::Assessment,
+) {
+    let unhealthy = &assessment.unhealthy;
+    let name = reference.name.clone().unwrap_or_default();
+    let in_use_before = {
+        let mut seen = ctx.in_use_seen.lock().expect("not poisoned");
+        seen.insert(name.clone(), assessment.affected_claims.clone()).unwrap_or_else(|| {
+            previous.iter().flat_map(|s| &s.unhealthy_devices).filter_map(|d| d.claim.clone()).collect()
+        })
+    };
+    let newly_in_use: Vec<&String> = assessment.affected_claims.difference(&in_use_before).collect();
+    if !newly_in_use.is_empty() {
+        let shown: Vec<&str> = newly_in_use.iter().take(10).map(|c| c.as_str()).collect();
+        let note = format!("unhealthy devices are allocated to claims: {}", shown.join(", "));
+        publish(ctx, reference, EventType::Warning, "UnhealthyDeviceInUse", "Health", note).await;
+    }
+    let before = {
+        let mut seen = ctx.unhealthy_seen.lock().expect("not poisoned");
+        let before = seen.get(&name).cloned().unwrap_or_else(|| {
+            // After a restart: what the status already reports is not news.
+            previous.iter().flat_map(|s| &s.unhealthy_devices).map(|d| (d.node.clone(), d.device.clone())).collect()
+        });
+        seen.insert(name, unhealthy.clone());
+        before
+    };
+    let list = |items: Vec<&(String, String)>| {
+        let shown: Vec<String> = items.iter().take(10).map(|(node, device)| format!("{node}/{device}")).collect();
+        let more = items.len().saturating_sub(10);
+        if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") }
+    };
+    let turned: Vec<_> = unhealthy.difference(&before).collect();
+    if !turned.is_empty() {
+        let note = format!("devices turned unhealthy: {}", list(turned));
+        publish(ctx, reference, EventType::Warning, "DeviceUnhealthy", "Health", note).await;
+    }
+    let recovered: Vec<_> = before.difference(unhealthy).collect();
+    if !recovered.is_empty() {
+        let note = format!("devices recovered: {}", list(recovered));
+        publish(ctx, reference, EventType::Normal, "DeviceRecovered", "Health", note).await;
+    }
+}

@@ -1,0 +1,161 @@
+//! observe (pure over the caches): what a pass found, as the `Observation` the status is computed from.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::ResourceExt;
+
+use super::Stores;
+use super::operands::{Report, cached, key};
+use super::plan::{Driver, Plan};
+use crate::api::{DriverStatus, ProfileStatus};
+use crate::build::LABEL_CONFIG;
+use crate::health;
+use crate::status::{Observation, Rollout, Validity};
+use crate::validate::ValidatedConfig;
+use crate::view::{PodView, SliceView};
+
+/// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
+pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
+    Observation {
+        generation,
+        paused,
+        validity,
+        rollout: Rollout::NotApplied("the spec is invalid".into()),
+        templates_present: 0,
+        templates_wanted: 0,
+        template_namespaces: 0,
+        profiles: Vec::new(),
+        templates_missing: Vec::new(),
+        health: None,
+        capacity: Vec::new(),
+    }
+}
+
+/// The plugin's rollout: why it is not applied, or what its DaemonSet reports.
+fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
+    match driver {
+        Driver::BlockedByConflict => {
+            return Rollout::NotApplied("its nodes are already served by an older config".into());
+        }
+        Driver::WaitingForNamespace => {
+            let ns = &plan.config.spec.driver.namespace;
+            return Rollout::NotApplied(format!(
+                "namespace {ns} is being deleted; the plugin is applied once it is gone"
+            ));
+        }
+        Driver::Apply => {}
+    }
+    let ds = &plan.desired.daemon_set;
+    let image = plan.config.spec.driver.image.clone();
+    let Some(current) = cached::<DaemonSet>(stores, &ds.name_any(), ds.namespace().as_deref()) else {
+        return Rollout::Applied {
+            status: DriverStatus { image: Some(image), daemon_set: Some(key(ds)), ..DriverStatus::default() },
+            observed: false,
+        };
+    };
+    let s = current.status.clone().unwrap_or_default();
+    let observed =
+        s.observed_generation.unwrap_or(0) >= current.metadata.generation.unwrap_or(0) && current.status.is_some();
+    Rollout::Applied {
+        status: DriverStatus {
+            image: Some(image),
+            daemon_set: Some(key(ds)),
+            desired_nodes: s.desired_number_scheduled,
+            ready_nodes: s.number_ready,
+            updated_nodes: s.updated_number_scheduled.unwrap_or(0),
+        },
+        observed,
+    }
+}
+
+/// What a pass over a valid config found; `driver` is the plugin's state as the pass left it.
+pub fn observation(
+    generation: Option<i64>,
+    plan: &Plan,
+    driver: Driver,
+    report: &Report,
+    stores: &Stores,
+) -> Observation {
+    let config = &plan.config;
+    let in_place = &report.templates_in_place;
+    // Templates left to an older config are reported as the conflict, not as missing.
+    let wanted = plan.desired.templates.len();
+    let mut missing: Vec<String> =
+        plan.missing_namespaces.iter().map(|ns| format!("namespace {ns} not found")).collect();
+    missing.extend(plan.desired.templates.iter().map(key).filter(|k| !in_place.contains(k)).take(10));
+    let profiles = config
+        .templates_by_profile()
+        .into_iter()
+        .map(|(profile, templates)| {
+            let complete = plan
+                .namespaces
+                .iter()
+                .filter(|ns| templates.iter().all(|t| in_place.contains(&format!("{ns}/{t}"))))
+                .count();
+            ProfileStatus { name: profile, templates, namespaces: complete as i64, capacity: Vec::new() }
+        })
+        .collect();
+    let in_place_namespaces: BTreeSet<&str> =
+        in_place.iter().filter_map(|k| k.split_once('/').map(|(ns, _)| ns)).collect();
+    Observation {
+        generation,
+        paused: config.spec.paused,
+        validity: plan.validity(),
+        rollout: rollout(plan, driver, stores),
+        templates_present: in_place.len(),
+        templates_wanted: wanted + plan.missing_namespaces.len() * config.claims.len(),
+        template_namespaces: in_place_namespaces.len(),
+        profiles,
+        templates_missing: missing,
+        health: None,
+        capacity: Vec::new(),
+    }
+}
+
+/// Device and node health over the nodes this config selects, from the caches.
+pub fn assess_health(config: &ValidatedConfig, plugin_expected: bool, stores: &Stores) -> health::Assessment {
+    let nodes = stores.nodes.state();
+    let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
+    for slice in stores.slices.state() {
+        if let Some(node) = slice.spec.node_name.clone() {
+            slices.entry(node).or_default().push(slice);
+        }
+    }
+    let plugin_pods: HashMap<String, Arc<PodView>> = stores
+        .plugin_pods
+        .state()
+        .into_iter()
+        .filter(|pod| pod.labels().get(LABEL_CONFIG) == Some(&config.name))
+        .filter_map(|pod| Some((pod.node()?, pod)))
+        .collect();
+    let taint_rules = stores.taint_rules.state();
+    let holders = health::holders(&stores.claims.state());
+    health::assess(&health::Inputs {
+        spec: &config.spec,
+        nodes: &nodes,
+        slices: &slices,
+        plugin_pods: &plugin_pods,
+        taint_rules: &taint_rules,
+        plugin_expected,
+        holders: &holders,
+    })
+}
+
+/// Claims and room per template over the nodes this config selects, from the caches.
+pub fn assess_capacity(config: &ValidatedConfig, stores: &Stores) -> Vec<crate::api::TemplateCapacity> {
+    let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
+    for slice in stores.slices.state().into_iter().chain(stores.efa_slices.state()) {
+        if let Some(node) = slice.spec.node_name.clone() {
+            slices.entry(node).or_default().push(slice);
+        }
+    }
+    crate::capacity::assess(&crate::capacity::Inputs {
+        config,
+        nodes: &stores.nodes.state(),
+        slices: &slices,
+        claims: &stores.claims.state(),
+        taint_rules: &stores.taint_rules.state(),
+    })
+}

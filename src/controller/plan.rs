@@ -1,0 +1,157 @@
+//! plan (pure over the caches): what one reconcile of one config will do, decided before anything is written.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+
+use super::Stores;
+use crate::api::NeuronDRAConfig;
+use crate::build::{self, Desired};
+use crate::conflict::{self, Claimant, Conflicts};
+use crate::nodes::{self, NodeFilter};
+use crate::status::Validity;
+use crate::validate::{InvalidConfig, ValidatedConfig, validate};
+
+/// What kind of pass this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Apply what is wanted, delete what is not.
+    Normal,
+    /// Judge what is there; write nothing but the status.
+    Paused,
+    /// The config is being deleted: claim nothing, so everything it created goes.
+    Cleanup,
+}
+
+/// What happens to the kubelet plugin (its ServiceAccount and DaemonSet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Apply,
+    /// An older config already selects some of these nodes: no DaemonSet (an existing one is deleted).
+    BlockedByConflict,
+    /// The driver namespace is being deleted: keep what is there and apply once it can be created again.
+    WaitingForNamespace,
+}
+
+/// The driver namespace as the cache shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamespaceState {
+    /// Used as it is.
+    Exists,
+    /// Created.
+    Missing,
+    /// Being deleted: nothing can be created in it until it is gone.
+    Terminating,
+}
+
+/// One reconcile's decisions for a valid config.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub mode: Mode,
+    pub config: ValidatedConfig,
+    /// Every object wanted; templates that conflict with an older config are already left out.
+    pub desired: Desired,
+    pub driver: Driver,
+    pub driver_namespace: NamespaceState,
+    pub conflicts: Conflicts,
+    /// Namespaces that receive templates.
+    pub namespaces: Vec<String>,
+    /// Namespaces the spec lists that do not exist.
+    pub missing_namespaces: Vec<String>,
+}
+
+impl Plan {
+    /// Validates `config` and decides against the caches; a spec that fails validation plans nothing.
+    pub fn new(config: &NeuronDRAConfig, stores: &Stores) -> Result<Plan, InvalidConfig> {
+        let validated = validate(config)?;
+        let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
+        let conflicts = conflicts_of(config, &validated, stores);
+        let mut desired = build::build(&validated, &namespaces);
+        desired
+            .templates
+            .retain(|t| !conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
+        let driver_namespace = match stores.namespaces.get(&ObjectRef::new(&validated.spec.driver.namespace)) {
+            None => NamespaceState::Missing,
+            Some(ns) if terminating(&ns) => NamespaceState::Terminating,
+            Some(_) => NamespaceState::Exists,
+        };
+        let driver = if !conflicts.nodes.is_empty() {
+            Driver::BlockedByConflict
+        } else if driver_namespace == NamespaceState::Terminating {
+            Driver::WaitingForNamespace
+        } else {
+            Driver::Apply
+        };
+        Ok(Plan {
+            mode: if config.spec.paused { Mode::Paused } else { Mode::Normal },
+            config: validated,
+            desired,
+            driver,
+            driver_namespace,
+            conflicts,
+            namespaces,
+            missing_namespaces,
+        })
+    }
+
+    pub fn validity(&self) -> Validity {
+        if self.conflicts.is_empty() { Validity::Valid } else { Validity::Conflict(self.conflicts.message()) }
+    }
+}
+
+pub fn terminating(namespace: &Namespace) -> bool {
+    namespace.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")
+}
+
+/// The templates' target namespaces: the explicit list (those that exist) and every namespace the selector matches;
+/// terminating namespaces are left out. Also returns the explicit namespaces that do not exist.
+fn target_namespaces(config: &ValidatedConfig, namespaces: &Store<Namespace>) -> (Vec<String>, Vec<String>) {
+    let mut targets = BTreeSet::new();
+    let mut missing = Vec::new();
+    for name in &config.spec.templates.namespaces {
+        match namespaces.get(&ObjectRef::new(name)) {
+            Some(ns) if !terminating(&ns) => {
+                targets.insert(name.clone());
+            }
+            Some(_) => {}
+            None => missing.push(name.clone()),
+        }
+    }
+    if let Some(selector) = &config.spec.templates.namespace_selector {
+        for ns in namespaces.state() {
+            if !terminating(&ns) && nodes::selector_matches(Some(selector), ns.labels()) {
+                targets.insert(ns.name_any());
+            }
+        }
+    }
+    (targets.into_iter().collect(), missing)
+}
+
+/// What a config asks of the cluster, for conflict checks against the others.
+fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stores) -> Claimant {
+    let (namespaces, _) = target_namespaces(validated, &stores.namespaces);
+    let filter = NodeFilter::new(&validated.spec);
+    let nodes =
+        stores.nodes.state().iter().filter(|node| filter.selects(node.labels())).map(|node| node.name_any()).collect();
+    let templates = namespaces
+        .iter()
+        .flat_map(|ns| validated.claims.iter().map(move |c| (ns.clone(), c.template.clone())))
+        .collect();
+    let created = config.meta().creation_timestamp.as_ref().map_or(i64::MAX, |t| t.0.as_second());
+    Claimant { name: validated.name.clone(), created: (created, validated.name.clone()), nodes, templates }
+}
+
+/// Conflicts with older configs that are valid and not being deleted.
+fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stores) -> Conflicts {
+    let others: Vec<Claimant> = stores
+        .configs
+        .state()
+        .iter()
+        .filter_map(|guard| guard.0.as_ref().ok())
+        .filter(|other| other.name_any() != validated.name && other.meta().deletion_timestamp.is_none())
+        .filter_map(|other| validate(other).ok().map(|v| claimant(other, &v, stores)))
+        .collect();
+    conflict::find_conflicts(&claimant(config, validated, stores), &others)
+}

@@ -1,0 +1,274 @@
+//! Fixtures for reconcile tests without a cluster: watch caches filled from plain objects, and a client whose
+//! requests reach a mock API service (tower-test) that answers like an API server, records every request and fails
+//! the ones a test asks it to.
+
+use std::sync::{Arc, Mutex};
+
+use http::{Method, Request, Response};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+
+use super::super::{Context, GuardedConfig, Stores};
+use crate::api::NeuronDRAConfig;
+use crate::build::{Desired, MANAGER};
+use crate::telemetry::Metrics;
+use crate::view::{NodeView, PodView, SliceView, node_view};
+
+/// A store holding `objects`, listed once (ready).
+fn store<K>(objects: Vec<K>) -> Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    store
+}
+
+/// What the watch caches hold.
+#[derive(Default, Clone)]
+pub struct World {
+    pub configs: Vec<NeuronDRAConfig>,
+    pub nodes: Vec<Node>,
+    pub namespaces: Vec<Namespace>,
+    pub daemon_sets: Vec<DaemonSet>,
+    pub templates: Vec<ResourceClaimTemplate>,
+    pub service_accounts: Vec<ServiceAccount>,
+    pub cluster_roles: Vec<ClusterRole>,
+    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    pub device_classes: Vec<DeviceClass>,
+}
+
+/// Gives an object the resourceVersion a cached copy has.
+fn stored<K: Resource>(mut object: K) -> K {
+    object.meta_mut().resource_version = Some("1".into());
+    object
+}
+
+impl World {
+    /// Namespaces `names` exist (and nothing else).
+    pub fn with_namespaces(names: &[&str]) -> World {
+        let namespaces = names
+            .iter()
+            .map(|n| serde_json::from_value(json!({"metadata": {"name": n, "resourceVersion": "1"}})).unwrap())
+            .collect();
+        World { namespaces, ..World::default() }
+    }
+
+    /// The cluster already holds every object of `desired`, its DaemonSet rolled out on `nodes` nodes.
+    pub fn holding(mut self, desired: &Desired, nodes: i32) -> World {
+        if !self.namespaces.iter().any(|n| n.metadata.name == desired.namespace.metadata.name) {
+            self.namespaces.push(stored(desired.namespace.clone()));
+        }
+        self.service_accounts.push(stored(desired.service_account.clone()));
+        self.cluster_roles.push(stored(desired.cluster_role.clone()));
+        self.cluster_role_bindings.push(stored(desired.cluster_role_binding.clone()));
+        self.device_classes.push(stored(desired.device_class.clone()));
+        let mut daemon_set = stored(desired.daemon_set.clone());
+        daemon_set.metadata.generation = Some(1);
+        daemon_set.status = Some(
+            serde_json::from_value(json!({"observedGeneration": 1, "desiredNumberScheduled": nodes,
+                "currentNumberScheduled": nodes, "numberMisscheduled": 0, "numberReady": nodes,
+                "updatedNumberScheduled": nodes}))
+            .unwrap(),
+        );
+        self.daemon_sets.push(daemon_set);
+        self.templates.extend(desired.templates.iter().cloned().map(stored));
+        self
+    }
+
+    pub fn stores(&self) -> Stores {
+        Stores {
+            configs: store(self.configs.iter().cloned().map(guarded).collect()),
+            nodes: store(self.nodes.iter().map(node_view).collect::<Vec<NodeView>>()),
+            namespaces: store(self.namespaces.clone()),
+            daemon_sets: store(self.daemon_sets.clone()),
+            templates: store(self.templates.clone()),
+            service_accounts: store(self.service_accounts.clone()),
+            cluster_roles: store(self.cluster_roles.clone()),
+            cluster_role_bindings: store(self.cluster_role_bindings.clone()),
+            device_classes: store(self.device_classes.clone()),
+            slices: store(Vec::<SliceView>::new()),
+            efa_slices: store(Vec::<SliceView>::new()),
+            claims: store(Vec::new()),
+            taint_rules: store(Vec::new()),
+            plugin_pods: store(Vec::<PodView>::new()),
+        }
+    }
+}
+
+pub fn guarded(config: NeuronDRAConfig) -> GuardedConfig {
+    kube::core::DeserializeGuard(Ok(config))
+}
+
+/// One request as the API server received it.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub method: Method,
+    /// Path without the query.
+    pub path: String,
+    pub body: Value,
+}
+
+impl Sent {
+    /// `METHOD path`, the form tests compare.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// A failure the mock answers with, for the requests whose `METHOD path` starts with `prefix`.
+struct Failure {
+    prefix: String,
+    code: u16,
+    message: String,
+    /// How many more matching requests fail (then they succeed).
+    times: usize,
+}
+
+#[derive(Default)]
+struct Server {
+    sent: Vec<Sent>,
+    failures: Vec<Failure>,
+    /// The config as stored, returned by its status and finalizer patches.
+    configs: Vec<Value>,
+}
+
+/// A reconcile context over `World`'s caches, and the mock API server its client talks to.
+pub struct Fixture {
+    pub ctx: Arc<Context>,
+    server: Arc<Mutex<Server>>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.serving.abort();
+    }
+}
+
+impl Fixture {
+    pub fn new(world: &World) -> Fixture {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let server = Arc::new(Mutex::new(Server {
+            configs: world.configs.iter().map(|c| serde_json::to_value(c).unwrap()).collect(),
+            ..Server::default()
+        }));
+        let serving = {
+            let server = server.clone();
+            tokio::spawn(async move {
+                while let Some((request, respond)) = handle.next_request().await {
+                    let (parts, body) = request.into_parts();
+                    let bytes = body.collect_bytes().await.expect("a request body");
+                    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                    let sent = Sent { method: parts.method, path: parts.uri.path().to_string(), body };
+                    let (code, reply) = server.lock().unwrap().answer(sent);
+                    let response = Response::builder().status(code).body(Body::from(reply.to_string().into_bytes()));
+                    respond.send_response(response.unwrap());
+                }
+            })
+        };
+        let reporter = Reporter { controller: MANAGER.into(), instance: None };
+        let ctx = Arc::new(Context {
+            client: client.clone(),
+            applier: crate::apply::Applier::default(),
+            stores: world.stores(),
+            recorder: Recorder::new(client, reporter),
+            metrics: Arc::new(Metrics::default()),
+            failures: Default::default(),
+            unparseable: Default::default(),
+            unhealthy_seen: Default::default(),
+            in_use_seen: Default::default(),
+            // The fixture's caches are filled before the reconcile runs.
+            synced: tokio::sync::watch::channel(true).1,
+        });
+        Fixture { ctx, server, serving }
+    }
+
+    /// The next `times` requests whose `METHOD path` starts with `prefix` fail with `code`.
+    pub fn fail(&self, prefix: &str, code: u16, message: &str, times: usize) {
+        let failure = Failure { prefix: prefix.into(), code, message: message.into(), times };
+        self.server.lock().unwrap().failures.push(failure);
+    }
+
+    /// Every request so far, as `METHOD path`.
+    pub fn lines(&self) -> Vec<String> {
+        self.server.lock().unwrap().sent.iter().map(Sent::line).collect()
+    }
+
+    /// Every request so far.
+    pub fn sent(&self) -> Vec<Sent> {
+        self.server.lock().unwrap().sent.clone()
+    }
+
+    /// Forgets the requests so far.
+    pub fn clear(&self) {
+        self.server.lock().unwrap().sent.clear();
+    }
+
+    /// Reasons of the events published so far.
+    pub fn event_reasons(&self) -> Vec<String> {
+        let sent = self.sent();
+        let events = sent.iter().filter(|s| s.method == Method::POST && s.path.ends_with("/events"));
+        events.map(|s| s.body["reason"].as_str().unwrap_or_default().to_string()).collect()
+    }
+
+    /// The last status this fixture's client wrote for a config.
+    pub fn last_status(&self) -> Option<Value> {
+        let sent = self.sent();
+        sent.iter().rev().find(|s| s.path.ends_with("/status")).map(|s| s.body["status"].clone())
+    }
+
+    /// Runs one reconcile of `config`.
+    pub async fn reconcile(
+        &self,
+        config: &NeuronDRAConfig,
+    ) -> Result<kube::runtime::controller::Action, super::super::Error> {
+        super::super::reconcile::reconcile(Arc::new(guarded(config.clone())), self.ctx.clone()).await
+    }
+}
+
+impl Server {
+    /// Records a request and answers it as an API server would: writes echo the object with a new
+    /// resourceVersion, deletes and event writes succeed, config patches return the stored config.
+    fn answer(&mut self, sent: Sent) -> (u16, Value) {
+        let line = sent.line();
+        self.sent.push(sent.clone());
+        if let Some(failure) = self.failures.iter_mut().find(|f| f.times > 0 && line.starts_with(&f.prefix)) {
+            failure.times -= 1;
+            let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": failure.code,
+                "message": failure.message, "reason": "Injected"});
+            return (failure.code, status);
+        }
+        if sent.path.contains("/neurondraconfigs/") {
+            let name = sent.path.split('/').nth(5).unwrap_or_default();
+            let mut config = self.configs.iter().find(|c| c["metadata"]["name"] == name).cloned().unwrap_or(json!({}));
+            if sent.path.ends_with("/status") {
+                config["status"] = sent.body["status"].clone();
+            }
+            return (200, config);
+        }
+        match sent.method {
+            Method::DELETE => (200, json!({"apiVersion": "v1", "kind": "Status", "status": "Success"})),
+            Method::POST => (201, sent.body),
+            _ => {
+                let mut object = sent.body;
+                object["metadata"]["resourceVersion"] = json!("2");
+                (200, object)
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The plan as a plain value: what a reconcile decides from the caches, before it writes anything.
+
+use serde_json::json;
+
+use super::fixtures::World;
+use super::{config, config_at, nodes};
+use crate::controller::plan::{Driver, Mode, NamespaceState, Plan};
+use crate::status::Validity;
+
+fn terminating(name: &str) -> k8s_openapi::api::core::v1::Namespace {
+    serde_json::from_value(json!({"metadata": {"name": name}, "status": {"phase": "Terminating"}})).unwrap()
+}
+
+#[test]
+fn a_plain_config_applies_everything_into_existing_namespaces() {
+    let c = config(json!({"templates": {"namespaces": ["team-a", "absent"]}}));
+    let world = World::with_namespaces(&["team-a", "neuron-dra-driver"]);
+    let plan = Plan::new(&c, &world.stores()).unwrap();
+    assert_eq!((plan.mode, plan.driver, plan.driver_namespace), (Mode::Normal, Driver::Apply, NamespaceState::Exists));
+    assert_eq!(plan.namespaces, ["team-a"]);
+    assert_eq!(plan.missing_namespaces, ["absent"]);
+    assert_eq!(plan.desired.templates.len(), 1);
+    assert_eq!(plan.validity(), Validity::Valid);
+}
+
+#[test]
+fn the_namespaces_decide_where_templates_go_and_whether_the_driver_waits() {
+    let c = config(json!({"paused": true, "templates": {"namespaces": ["team-a", "going"],
+        "namespaceSelector": {"matchLabels": {"ml": "yes"}}}}));
+    let mut world = World::with_namespaces(&["team-a"]);
+    world.namespaces.push(terminating("going"));
+    world.namespaces.push(terminating("neuron-dra-driver"));
+    world
+        .namespaces
+        .push(serde_json::from_value(json!({"metadata": {"name": "picked", "labels": {"ml": "yes"}}})).unwrap());
+    let plan = Plan::new(&c, &world.stores()).unwrap();
+    assert_eq!(plan.mode, Mode::Paused);
+    assert_eq!((plan.driver, plan.driver_namespace), (Driver::WaitingForNamespace, NamespaceState::Terminating));
+    assert_eq!(plan.namespaces, ["picked", "team-a"], "terminating namespaces get no templates");
+    assert!(plan.missing_namespaces.is_empty());
+
+    let plan = Plan::new(&c, &World::with_namespaces(&["team-a"]).stores()).unwrap();
+    assert_eq!((plan.driver, plan.driver_namespace), (Driver::Apply, NamespaceState::Missing));
+}
+
+#[test]
+fn an_older_config_keeps_its_nodes_and_templates() {
+    let older = config_at("old", "2026-01-01T00:00:00Z", json!({}));
+    let newer = config(json!({"templates": {"namespaces": ["team-a", "team-b"]}}));
+    let mut world = World::with_namespaces(&["team-a", "team-b", "neuron-dra-driver"]);
+    world.configs = vec![older.clone(), newer.clone()];
+    world.nodes = nodes(2);
+    let plan = Plan::new(&newer, &world.stores()).unwrap();
+    assert_eq!(plan.driver, Driver::BlockedByConflict);
+    assert_eq!(plan.conflicts.nodes.len(), 2);
+    let templates: Vec<String> = plan.desired.templates.iter().map(super::super::operands::key).collect();
+    assert_eq!(templates, ["team-b/pretrain"], "team-a/pretrain is the older config's");
+    assert!(matches!(plan.validity(), Validity::Conflict(_)));
+    let plan = Plan::new(&older, &world.stores()).unwrap();
+    assert_eq!((plan.driver, plan.conflicts.is_empty()), (Driver::Apply, true), "the older one wins");
+}
+
+#[test]
+fn an_invalid_spec_plans_nothing() {
+    let c = config(
+        json!({"profiles": [{"name": "p", "training": {"instanceType": "trn1.32xlarge", "logicalNeuronCore": 2}}]}),
+    );
+    let error = Plan::new(&c, &World::default().stores()).unwrap_err();
+    assert!(error.to_string().contains("logicalNeuronCore"), "{error}");
+}
