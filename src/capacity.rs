@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 
-use crate::build::{LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, NEURON_DRIVER};
+use crate::build::{EFA_DRIVER, EFA_PCI_DEVICE, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, NEURON_DRIVER};
 use kube::ResourceExt;
 
 use crate::api::TemplateCapacity;
@@ -18,10 +18,6 @@ use crate::health::taint_of;
 use crate::nodes::NodeFilter;
 use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
 use crate::view::{AllocatedDeviceView, ClaimView, DeviceView, NodeView, SliceView};
-
-/// The EFA DRA driver's name and the `pciDevice` its DeviceClass selects.
-pub const EFA_DRIVER: &str = "dra.net";
-const EFA_PCI_DEVICE: &str = "Elastic Fabric Adapter (EFA)";
 
 /// A device and whether a new claim could get it.
 #[derive(Debug, Clone, Copy)]

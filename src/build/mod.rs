@@ -19,7 +19,9 @@ use crate::validate::ValidatedConfig;
 
 pub use device_class::{NEURON_DRIVER, device_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
-pub use templates::{EFA_DEVICE_CLASS, REQUEST_EFA, REQUEST_NEURONS, resource_claim_template, template_spec};
+pub use templates::{
+    EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, resource_claim_template, template_spec,
+};
 
 pub const MANAGER: &str = "neuron-dra-operator";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";

@@ -19,6 +19,10 @@ use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
 pub const REQUEST_NEURONS: &str = "neurons";
 pub const REQUEST_EFA: &str = "efa";
 pub const EFA_DEVICE_CLASS: &str = "efa.networking.k8s.aws";
+/// The EFA DRA driver's name (DRANET): `ResourceSlice.spec.driver` and the domain of its attributes.
+pub const EFA_DRIVER: &str = "dra.net";
+/// The `pciDevice` DRANET reports for an EFA, which the EFA DeviceClass selects on.
+pub const EFA_PCI_DEVICE: &str = "Elastic Fabric Adapter (EFA)";
 const OPAQUE_API_VERSION: &str = "neuron.aws.com/v1";
 
 pub fn resource_claim_template(config: &ValidatedConfig, claim: &ClaimSpec, namespace: &str) -> ResourceClaimTemplate {

@@ -180,7 +180,7 @@ pub async fn run_controller(
     );
     let (efa_slices, efa_slices_stream) = cached_trimmed(
         Api::<SliceView>::all(client.clone()),
-        watcher::Config::default().fields(&format!("spec.driver={}", crate::capacity::EFA_DRIVER)),
+        watcher::Config::default().fields(&format!("spec.driver={}", crate::build::EFA_DRIVER)),
         trim_meta,
     );
     let (claims, claims_stream) =

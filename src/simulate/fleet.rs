@@ -14,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::build::{EFA_DEVICE_CLASS, NEURON_DRIVER};
+pub use crate::build::EFA_DRIVER;
+use crate::build::{EFA_DEVICE_CLASS, EFA_PCI_DEVICE, NEURON_DRIVER};
 use crate::catalog::{self, InstanceType};
 
 /// Label on every simulated node, so `simulate clear` finds them.
@@ -25,10 +26,6 @@ pub const DEFAULT_NEURON_DRIVER_VERSION: &str = "2.25.4.0";
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.34.2";
 /// Nodes per UltraServer (trn2u and trn3 join 4 nodes).
 pub const ULTRASERVER_NODES: usize = 4;
-/// The EFA DRA driver's name (DRANET), in `ResourceSlice.spec.driver` and as the domain of its own attributes.
-pub const EFA_DRIVER: &str = "dra.net";
-/// The PCI device name DRANET reports for an EFA, which the EFA DeviceClass selects on.
-const EFA_PCI_DEVICE: &str = "Elastic Fabric Adapter (EFA)";
 
 /// What a simulated fleet looks like.
 #[derive(Debug, Clone)]
