@@ -73,10 +73,12 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Waits until every cache has listed once, so a reconcile never mistakes "not loaded" for "absent".
+    /// Waits until every cache but the configs' has listed once, so a reconcile never mistakes "not loaded" for
+    /// "absent". The configs' cache is the controller's own: its runner starts no reconcile before that cache is
+    /// ready, and it waits on it itself. A store wakes only the latest of its waiters, so a second waiter on that
+    /// cache here could sleep forever, and with it every reconcile.
     pub async fn wait_ready(&self) {
         let _ = futures::join!(
-            self.configs.wait_until_ready(),
             self.nodes.wait_until_ready(),
             self.namespaces.wait_until_ready(),
             self.daemon_sets.wait_until_ready(),
@@ -147,9 +149,16 @@ async fn serves_taint_rules(client: &Client) -> bool {
         .is_ok_and(|list| list.resources.iter().any(|r| r.name == "devicetaintrules"))
 }
 
-/// The config an owned object belongs to, from its label.
-fn owner_config<K: Resource>(object: &K) -> Option<ObjectRef<GuardedConfig>> {
-    object.labels().get(LABEL_CONFIG).map(|name| ObjectRef::new(name))
+/// Maps an owned object to the config named in its label, if this operator manages that config (with
+/// `--config-selector`, other operators' objects carry the label too).
+fn owner_in<K: Resource>(
+    configs: &Store<GuardedConfig>,
+) -> impl Fn(K) -> Option<ObjectRef<GuardedConfig>> + Send + Sync + 'static {
+    let configs = configs.clone();
+    move |object| {
+        let config = ObjectRef::new(object.labels().get(LABEL_CONFIG)?);
+        configs.get(&config).map(|_| config)
+    }
 }
 
 pub async fn run_controller(
@@ -246,12 +255,12 @@ pub async fn run_controller(
     ];
     inputs.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
     let controller = controller
-        .watches_stream(ds_stream, |o| owner_config(&o))
-        .watches_stream(templates_stream, |o| owner_config(&o))
-        .watches_stream(sa_stream, |o| owner_config(&o))
-        .watches_stream(cr_stream, |o| owner_config(&o))
-        .watches_stream(crb_stream, |o| owner_config(&o))
-        .watches_stream(pods_stream, |o| owner_config(&o))
+        .watches_stream(ds_stream, owner_in(&configs))
+        .watches_stream(templates_stream, owner_in(&configs))
+        .watches_stream(sa_stream, owner_in(&configs))
+        .watches_stream(cr_stream, owner_in(&configs))
+        .watches_stream(crb_stream, owner_in(&configs))
+        .watches_stream(pods_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);
 

@@ -146,8 +146,35 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// What a failed test needs to be diagnosed from CI output alone: whether the operator still runs, this
+    /// test's configs as stored, and the end of the operator's log.
+    fn report_failure(&mut self) {
+        let selector = format!("{TEST_LABEL}={}", self.id);
+        let configs =
+            cluster::kubectl_with(&cluster::kubeconfig(), &["get", "ndc", "-l", &selector, "-o", "yaml"], None)
+                .unwrap_or_else(|e| e);
+        eprintln!("--- {}: configs\n{configs}", self.id);
+        if let Some(operator) = self.operator.as_mut() {
+            let running = operator.is_running();
+            let log = operator.log_text();
+            let lines: Vec<&str> =
+                log.lines().filter(|l| !l.contains(" DEBUG kube") && !l.contains(" TRACE ")).collect();
+            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+            eprintln!(
+                "--- {}: operator running: {running}; last log lines ({})\n{tail}",
+                self.id,
+                operator.log.display()
+            );
+        }
+    }
+}
+
 impl Drop for Scenario {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.report_failure();
+        }
         // Leave nothing behind for the next test: delete this test's configs (the finalizer needs the operator).
         let selector = format!("{TEST_LABEL}={}", self.id);
         let _ = cluster::kubectl_with(

@@ -301,3 +301,21 @@ fn retries_back_off_from_one_second_to_five_minutes() {
     let delays: Vec<u64> = (1..=12).map(|failures| super::backoff(failures).as_secs()).collect();
     assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
 }
+
+/// The controller's runner waits on the configs' cache; the caches' own readiness must not depend on a second
+/// waiter there (a store wakes only its latest waiter), or no reconcile would ever run.
+#[tokio::test]
+async fn the_caches_become_ready_while_the_runner_waits_on_the_configs_cache() {
+    use kube::runtime::{reflector, watcher};
+    let mut stores = World::default().stores();
+    let (configs, mut configs_writer) = reflector::store();
+    stores.configs = configs.clone();
+    let ours = tokio::spawn(async move { stores.wait_ready().await });
+    tokio::task::yield_now().await;
+    let runner = tokio::spawn(async move { configs.wait_until_ready().await });
+    tokio::task::yield_now().await;
+    configs_writer.apply_watcher_event(&watcher::Event::InitDone);
+    let within = std::time::Duration::from_secs(5);
+    tokio::time::timeout(within, runner).await.expect("the runner starts").unwrap().unwrap();
+    tokio::time::timeout(within, ours).await.expect("the other caches are ready").unwrap();
+}
