@@ -2,7 +2,8 @@
 //! control plane. Prints one table (scenario, figure, value, target, met). Figures, not assertions.
 //!
 //! Knobs (environment): BENCH_RUNS (apply-to-Ready runs, default 5), BENCH_NAMESPACES (50), BENCH_IDLE_SECS (300),
-//! BENCH_SCALES (node counts, default "1000,5000"), BENCH_ONLY (`fleet`: scenarios 4 and 5; `capacity`: 5 only),
+//! BENCH_SCALES (node counts, default "1000,5000"), BENCH_ONLY (`fleet`: scenarios 4 and 5; `capacity`: 5 only;
+//! `computation`: 5's capacity computation alone, without a cluster),
 //! and scenario 5's own (see `capacity.rs`).
 
 #[path = "scenarios/capacity.rs"]
@@ -421,6 +422,14 @@ async fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` compatibility
     }
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only == "computation" {
+        // The pure capacity computation alone: no cluster needed.
+        let mut table = Table::default();
+        capacity::computation_only(&mut table);
+        table.print();
+        return;
+    }
     let client = cluster::admin().await;
     let machine = std::process::Command::new("nproc")
         .output()
@@ -429,7 +438,6 @@ async fn main() {
     eprintln!("bench: {machine} cores; operator {}", env!("CARGO_BIN_EXE_neuron-dra-operator"));
     let mut table = Table::default();
 
-    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     // BENCH_ONLY=fleet skips scenarios 1 to 3; BENCH_ONLY=capacity runs scenario 5 alone.
     if only.is_empty() {
         let operator = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: "bench", extra: &[] });

@@ -126,6 +126,11 @@ fn computation(nodes: usize, claims: usize, table: &mut Table) {
     );
 }
 
+/// 5a alone.
+pub fn computation_only(table: &mut Table) {
+    computation(env_or("BENCH_CAPACITY_NODES", 5000), env_or("BENCH_CLAIMS", 20000), table);
+}
+
 /// 5b: the operator holding the fleet and the claims.
 pub async fn capacity_scale(client: &Client, table: &mut Table) {
     let nodes: usize = env_or("BENCH_CAPACITY_NODES", 5000);
