@@ -2,10 +2,12 @@
 
 mod device_class;
 mod driver;
+mod fence;
 mod templates;
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -19,6 +21,7 @@ use crate::validate::ValidatedConfig;
 
 pub use device_class::{NEURON_DRIVER, device_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
+pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, resource_claim_template, template_spec,
 };
@@ -41,6 +44,9 @@ pub struct Desired {
     pub service_account: ServiceAccount,
     pub cluster_role: ClusterRole,
     pub cluster_role_binding: ClusterRoleBinding,
+    /// The fence: the plugin may write only its own node's ResourceSlices.
+    pub admission_policy: ValidatingAdmissionPolicy,
+    pub admission_policy_binding: ValidatingAdmissionPolicyBinding,
     pub device_class: DeviceClass,
     pub daemon_set: DaemonSet,
     /// Sorted by namespace, then in profile order.
@@ -61,6 +67,8 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
         service_account: service_account(config),
         cluster_role: cluster_role(config),
         cluster_role_binding: cluster_role_binding(config),
+        admission_policy: admission_policy(config),
+        admission_policy_binding: admission_policy_binding(config),
         device_class: device_class(config),
         daemon_set: daemon_set(config),
         templates,
@@ -80,6 +88,8 @@ impl Desired {
         push(&self.service_account)?;
         push(&self.cluster_role)?;
         push(&self.cluster_role_binding)?;
+        push(&self.admission_policy)?;
+        push(&self.admission_policy_binding)?;
         push(&self.device_class)?;
         push(&self.daemon_set)?;
         for template in &self.templates {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -59,6 +60,8 @@ pub struct Stores {
     pub service_accounts: Store<ServiceAccount>,
     pub cluster_roles: Store<ClusterRole>,
     pub cluster_role_bindings: Store<ClusterRoleBinding>,
+    pub admission_policies: Store<ValidatingAdmissionPolicy>,
+    pub admission_policy_bindings: Store<ValidatingAdmissionPolicyBinding>,
     pub device_classes: Store<DeviceClass>,
     /// The Neuron driver's ResourceSlices, trimmed to what health and capacity read.
     pub slices: Store<SliceView>,
@@ -86,6 +89,8 @@ impl Stores {
             self.service_accounts.wait_until_ready(),
             self.cluster_roles.wait_until_ready(),
             self.cluster_role_bindings.wait_until_ready(),
+            self.admission_policies.wait_until_ready(),
+            self.admission_policy_bindings.wait_until_ready(),
             self.device_classes.wait_until_ready(),
             self.slices.wait_until_ready(),
             self.efa_slices.wait_until_ready(),
@@ -210,6 +215,10 @@ pub async fn run_controller(
     let (service_accounts, sa_stream) = cached(Api::<ServiceAccount>::all(client.clone()), managed.clone());
     let (cluster_roles, cr_stream) = cached(Api::<ClusterRole>::all(client.clone()), managed.clone());
     let (cluster_role_bindings, crb_stream) = cached(Api::<ClusterRoleBinding>::all(client.clone()), managed.clone());
+    let (admission_policies, vap_stream) =
+        cached(Api::<ValidatingAdmissionPolicy>::all(client.clone()), managed.clone());
+    let (admission_policy_bindings, vapb_stream) =
+        cached(Api::<ValidatingAdmissionPolicyBinding>::all(client.clone()), managed.clone());
     let (device_classes, dc_stream) = cached(Api::<DeviceClass>::all(client.clone()), managed.clone());
 
     let stores = Stores {
@@ -221,6 +230,8 @@ pub async fn run_controller(
         service_accounts,
         cluster_roles,
         cluster_role_bindings,
+        admission_policies,
+        admission_policy_bindings,
         device_classes,
         slices,
         efa_slices,
@@ -260,6 +271,8 @@ pub async fn run_controller(
         .watches_stream(sa_stream, owner_in(&configs))
         .watches_stream(cr_stream, owner_in(&configs))
         .watches_stream(crb_stream, owner_in(&configs))
+        .watches_stream(vap_stream, owner_in(&configs))
+        .watches_stream(vapb_stream, owner_in(&configs))
         .watches_stream(pods_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -49,7 +50,8 @@ macro_rules! operands {
 operands!(
     namespaced: ServiceAccount => service_accounts, DaemonSet => daemon_sets, ResourceClaimTemplate => templates;
     cluster: Namespace => namespaces, ClusterRole => cluster_roles, ClusterRoleBinding => cluster_role_bindings,
-        DeviceClass => device_classes
+        DeviceClass => device_classes, ValidatingAdmissionPolicy => admission_policies,
+        ValidatingAdmissionPolicyBinding => admission_policy_bindings
 );
 
 fn api_for<K: Operand>(client: &kube::Client, object: &K) -> Api<K> {
@@ -210,6 +212,8 @@ impl<'a> Pass<'a> {
         }
         self.delete_unclaimed_of::<ResourceClaimTemplate>().await;
         self.delete_unclaimed_of::<DaemonSet>().await;
+        self.delete_unclaimed_of::<ValidatingAdmissionPolicyBinding>().await;
+        self.delete_unclaimed_of::<ValidatingAdmissionPolicy>().await;
         self.delete_unclaimed_of::<ClusterRoleBinding>().await;
         self.delete_unclaimed_of::<ClusterRole>().await;
         self.delete_unclaimed_of::<ServiceAccount>().await;

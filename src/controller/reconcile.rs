@@ -175,6 +175,9 @@ async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) -> Driver {
     }
     pass.ensure(&desired.cluster_role, MANAGER).await;
     pass.ensure(&desired.cluster_role_binding, MANAGER).await;
+    // The fence goes up before the plugin runs.
+    pass.ensure(&desired.admission_policy, MANAGER).await;
+    pass.ensure(&desired.admission_policy_binding, MANAGER).await;
     pass.ensure(&desired.device_class, &shared_manager(&plan.config.name)).await;
     match plan.driver {
         Driver::BlockedByConflict => {}

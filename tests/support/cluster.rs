@@ -106,6 +106,11 @@ pub fn operator_kubeconfig(dir: &Path) -> PathBuf {
 /// A kubeconfig that authenticates as any ServiceAccount (the Helm chart's, for example).
 pub fn service_account_kubeconfig(dir: &Path, namespace: &str, service_account: &str) -> PathBuf {
     let token = kubectl(&["create", "token", service_account, "-n", namespace, "--duration=2h"]);
+    token_kubeconfig(&dir.join("operator.kubeconfig"), &token)
+}
+
+/// A kubeconfig at `path` that authenticates with `token` against the local control plane.
+pub fn token_kubeconfig(path: &Path, token: &str) -> PathBuf {
     let server = kubectl(&["config", "view", "--raw", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"]);
     let ca = kubectl(&[
         "config",
@@ -115,13 +120,12 @@ pub fn service_account_kubeconfig(dir: &Path, namespace: &str, service_account: 
         "-o",
         "jsonpath={.clusters[0].cluster.certificate-authority-data}",
     ]);
-    let path = dir.join("operator.kubeconfig");
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: operator\n  user:\n    token: {}\ncontexts:\n- name: operator\n  context: {{cluster: local, user: operator}}\ncurrent-context: operator\n",
         token.trim()
     );
-    std::fs::write(&path, text).unwrap();
-    path
+    std::fs::write(path, text).unwrap();
+    path.to_path_buf()
 }
 
 pub fn free_port() -> u16 {

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use http::{Method, Request, Response};
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -48,6 +49,8 @@ pub struct World {
     pub service_accounts: Vec<ServiceAccount>,
     pub cluster_roles: Vec<ClusterRole>,
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    pub admission_policies: Vec<ValidatingAdmissionPolicy>,
+    pub admission_policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     pub device_classes: Vec<DeviceClass>,
 }
 
@@ -75,6 +78,8 @@ impl World {
         self.service_accounts.push(stored(desired.service_account.clone()));
         self.cluster_roles.push(stored(desired.cluster_role.clone()));
         self.cluster_role_bindings.push(stored(desired.cluster_role_binding.clone()));
+        self.admission_policies.push(stored(desired.admission_policy.clone()));
+        self.admission_policy_bindings.push(stored(desired.admission_policy_binding.clone()));
         self.device_classes.push(stored(desired.device_class.clone()));
         let mut daemon_set = stored(desired.daemon_set.clone());
         daemon_set.metadata.generation = Some(1);
@@ -99,6 +104,8 @@ impl World {
             service_accounts: store(self.service_accounts.clone()),
             cluster_roles: store(self.cluster_roles.clone()),
             cluster_role_bindings: store(self.cluster_role_bindings.clone()),
+            admission_policies: store(self.admission_policies.clone()),
+            admission_policy_bindings: store(self.admission_policy_bindings.clone()),
             device_classes: store(self.device_classes.clone()),
             slices: store(Vec::<SliceView>::new()),
             efa_slices: store(Vec::<SliceView>::new()),

@@ -20,6 +20,9 @@ const EVENT: &str = "POST /apis/events.k8s.io/v1/namespaces/default/events";
 const SERVICE_ACCOUNT: &str = "PATCH /api/v1/namespaces/neuron-dra-driver/serviceaccounts/neuron-dra-c";
 const CLUSTER_ROLE: &str = "PATCH /apis/rbac.authorization.k8s.io/v1/clusterroles/neuron-dra-c";
 const CLUSTER_ROLE_BINDING: &str = "PATCH /apis/rbac.authorization.k8s.io/v1/clusterrolebindings/neuron-dra-c";
+const POLICY: &str = "PATCH /apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/neuron-dra-c";
+const POLICY_BINDING: &str =
+    "PATCH /apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/neuron-dra-c";
 const DEVICE_CLASS: &str = "PATCH /apis/resource.k8s.io/v1/deviceclasses/neuron.aws.com";
 const DAEMON_SET: &str = "/apis/apps/v1/namespaces/neuron-dra-driver/daemonsets/neuron-dra-c";
 const TEMPLATE: &str = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates/pretrain";
@@ -104,7 +107,18 @@ async fn a_new_config_is_applied_in_order() {
     let template = format!("PATCH {TEMPLATE}");
     assert_eq!(
         fixture.lines(),
-        [SERVICE_ACCOUNT, CLUSTER_ROLE, CLUSTER_ROLE_BINDING, DEVICE_CLASS, &daemon_set, &template, EVENT, STATUS]
+        [
+            SERVICE_ACCOUNT,
+            CLUSTER_ROLE,
+            CLUSTER_ROLE_BINDING,
+            POLICY,
+            POLICY_BINDING,
+            DEVICE_CLASS,
+            &daemon_set,
+            &template,
+            EVENT,
+            STATUS
+        ]
     );
     assert_eq!(fixture.event_reasons(), ["Created"]);
 }
@@ -208,6 +222,8 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
         dropped.to_string(),
         format!("DELETE {TEMPLATE}"),
         format!("DELETE {DAEMON_SET}"),
+        POLICY_BINDING.replace("PATCH", "DELETE"),
+        POLICY.replace("PATCH", "DELETE"),
         "DELETE /apis/rbac.authorization.k8s.io/v1/clusterrolebindings/neuron-dra-c".into(),
         "DELETE /apis/rbac.authorization.k8s.io/v1/clusterroles/neuron-dra-c".into(),
         "DELETE /api/v1/namespaces/neuron-dra-driver/serviceaccounts/neuron-dra-c".into(),
