@@ -8,6 +8,9 @@
 #   hack/controlplane.sh up       build if needed, start (or reuse) the control plane
 #   hack/controlplane.sh down     stop it and remove target/controlplane/
 #   hack/controlplane.sh status   exit 0 and print the kubeconfig if it is running
+#   hack/controlplane.sh stop-component NAME / start-component NAME
+#                                 stop one component (etcd, kube-apiserver, ...) and start it again as it was
+#                                 (outage tests)
 #
 # After `up`: export KUBECONFIG=<repo>/target/controlplane/kubeconfig (admin, system:masters).
 set -euo pipefail
@@ -159,27 +162,13 @@ default_sa_exists() {
     get serviceaccount default -n default -o name >/dev/null 2>&1
 }
 
-# Stops every component we have a pid for: TERM, then KILL after 5 seconds.
+# Stops every component we have a pid for, the scheduler first and etcd last.
 # Each component was started with setsid, so its pid is also its process
 # group id; signalling the group catches any children it may have.
 stop_all() {
-  local b pid i
-  local -a pids=()
+  local b pid
   for b in kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    if pid="$(live_pid "${b}")"; then
-      kill -TERM -- "-${pid}" 2>/dev/null || kill -TERM "${pid}" 2>/dev/null || true
-      pids+=("${pid}")
-    fi
-  done
-  for pid in "${pids[@]}"; do
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "${pid}" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "${pid}" 2>/dev/null; then
-      log "pid ${pid} ignored SIGTERM, sending SIGKILL"
-      kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "${pid}" 2>/dev/null || true
-    fi
+    if pid="$(live_pid "${b}")"; then stop_pid "${pid}"; fi
   done
 }
 
@@ -188,8 +177,51 @@ stop_all() {
 # it) and fd 9 (the state lock) closed so the daemon does not keep holding it.
 start() {
   local name="$1"; shift
-  setsid nohup "$@" </dev/null >"${STATE_DIR}/${name}.log" 2>&1 9>&- &
+  # The command line is kept so `start-component` can run the component again as it was.
+  printf '%s\0' "$@" >"${STATE_DIR}/${name}.args"
+  setsid nohup "$@" </dev/null >>"${STATE_DIR}/${name}.log" 2>&1 9>&- &
   echo $! >"${STATE_DIR}/${name}.pid"
+}
+
+# stop_pid PID: TERM its process group, then KILL after 5 seconds.
+stop_pid() {
+  local pid="$1" i
+  kill -TERM -- "-${pid}" 2>/dev/null || kill -TERM "${pid}" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "${pid}" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  log "pid ${pid} ignored SIGTERM, sending SIGKILL"
+  kill -KILL -- "-${pid}" 2>/dev/null || kill -KILL "${pid}" 2>/dev/null || true
+}
+
+component_name() {
+  case "$1" in
+    etcd | kube-apiserver | kube-controller-manager | kube-scheduler) ;;
+    *) die "unknown component '$1' (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)" ;;
+  esac
+}
+
+# Outage tests: stop one component of a running control plane, and start it again with the same command line.
+cmd_stop_component() {
+  component_name "$1"
+  lock_state
+  local pid
+  pid="$(live_pid "$1")" || die "$1 is not running"
+  stop_pid "${pid}"
+  log "$1 stopped"
+}
+
+cmd_start_component() {
+  component_name "$1"
+  lock_state
+  ! live_pid "$1" >/dev/null || die "$1 is already running"
+  [[ -f "${STATE_DIR}/$1.args" ]] || die "$1 was never started here: run '$0 up'"
+  local -a args
+  mapfile -d '' args <"${STATE_DIR}/$1.args"
+  start "$1" "${args[@]}"
+  wait_for "kube-apiserver /readyz" apiserver_ready
+  log "$1 started"
 }
 
 free_ports() {
@@ -461,7 +493,9 @@ main() {
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;
-    *) echo "usage: $0 build|up|down|status" >&2; exit 2 ;;
+    stop-component) cmd_stop_component "${2:-}" ;;
+    start-component) cmd_start_component "${2:-}" ;;
+    *) echo "usage: $0 build|up|down|status|stop-component NAME|start-component NAME" >&2; exit 2 ;;
   esac
 }
 

@@ -5,7 +5,7 @@
 //! take the interfaces that carry the same group id, `All` takes a whole node, UltraServer claims take a
 //! `neuron_node` entry. Groups are disjoint, so counting free groups packs claims exactly as the scheduler can.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
@@ -17,13 +17,27 @@ use crate::api::TemplateCapacity;
 use crate::health::taint_of;
 use crate::nodes::NodeFilter;
 use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
-use crate::view::{AllocatedDeviceView, ClaimView, DeviceView, NodeView, SliceView};
+use crate::view::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, NodeView, SliceView};
 
-/// A device and whether a new claim could get it.
+/// What a Neuron slice entry is (its `resourceType`), read once per device rather than once per template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    Device,
+    /// An UltraServer node entry.
+    Node,
+    Other,
+}
+
+/// A device, whether a new claim could get it, and its connected groups. Kept small: every template walks every
+/// slot of every node.
 #[derive(Debug, Clone, Copy)]
 pub struct Slot<'a> {
     pub device: &'a DeviceView,
     pub free: bool,
+    pub entry: Entry,
+    /// For each size of `DEVICE_GROUP_SIZES`, the index of the device's group among its node's groups of that
+    /// size: group ids are compared once per node here, not once per template. A node has at most 16 groups.
+    groups: [Option<u8>; DEVICE_GROUP_SIZES.len()],
 }
 
 /// The Neuron devices (and node entries) and EFA interfaces of one node.
@@ -31,34 +45,100 @@ pub struct Slot<'a> {
 pub struct NodeDevices<'a> {
     pub neuron: Vec<Slot<'a>>,
     pub efa: Vec<Slot<'a>>,
+    /// The node's distinct group ids of each size; a slot's `groups` index into these.
+    group_ids: [Vec<&'a str>; DEVICE_GROUP_SIZES.len()],
 }
 
-/// A device by (driver, pool, device name), borrowed from the caches.
-pub type DeviceKey<'a> = (&'a str, &'a str, &'a str);
+/// Which connected-group sizes (flags in `DEVICE_GROUP_SIZES` order) some template counts by.
+pub type GroupSizes = [bool; DEVICE_GROUP_SIZES.len()];
 
-/// Every device some claim holds.
-pub fn allocated_devices(claims: &[Arc<ClaimView>]) -> HashSet<DeviceKey<'_>> {
-    claims
-        .iter()
-        .flat_map(|c| c.devices().iter().map(|d: &AllocatedDeviceView| (&*d.driver, &*d.pool, &*d.device)))
-        .collect()
+/// The sizes the templates of `claims` count by: only their group ids are compared, node by node.
+pub fn group_sizes(claims: &[ClaimSpec]) -> GroupSizes {
+    let mut sizes = [false; DEVICE_GROUP_SIZES.len()];
+    for size in claims.iter().filter_map(group_size) {
+        sizes[size] = true;
+    }
+    sizes
+}
+
+/// The index in `DEVICE_GROUP_SIZES` of the group size a claim is counted by: N connected devices, or (one device
+/// with EFA) the device and its own EFA. None for claims counted without groups, or of a size no group has.
+fn group_size(claim: &ClaimSpec) -> Option<usize> {
+    match &claim.kind {
+        ClaimKind::Devices { count: Count::Exactly(n), efa } if *n > 1 || efa.is_some() => {
+            DEVICE_GROUP_SIZES.iter().position(|s| s == n)
+        }
+        _ => None,
+    }
+}
+
+impl<'a> NodeDevices<'a> {
+    /// The slot of `device`, its group ids of the `sizes` wanted turned into indices (Neuron devices and EFA
+    /// interfaces share ids).
+    fn slot(&mut self, device: &'a DeviceView, free: bool, sizes: &GroupSizes) -> Slot<'a> {
+        let mut groups = [None; DEVICE_GROUP_SIZES.len()];
+        for (size, index) in groups.iter_mut().enumerate().filter(|(size, _)| sizes[*size]) {
+            let Some(id) = device.attributes.device_groups[size].as_deref() else { continue };
+            let ids = &mut self.group_ids[size];
+            let position = ids.iter().position(|known| *known == id).unwrap_or_else(|| {
+                ids.push(id);
+                ids.len() - 1
+            });
+            *index = u8::try_from(position).ok();
+        }
+        // The templates select on `resourceType`: an entry without one is never allocated.
+        let entry = match device.resource_type() {
+            Some("neuron_device") => Entry::Device,
+            Some("neuron_node") => Entry::Node,
+            _ => Entry::Other,
+        };
+        Slot { device, free, entry, groups }
+    }
+}
+
+/// Every device some claim holds, by pool (a node-local pool is named after its node): (driver, device name).
+/// A node's few allocated devices are then found with one lookup and a short scan.
+#[derive(Debug, Default)]
+pub struct Allocated<'a>(HashMap<&'a str, Vec<(&'a str, &'a str)>>);
+
+impl<'a> Allocated<'a> {
+    pub fn new(claims: &'a [Arc<ClaimView>]) -> Self {
+        let mut by_pool: HashMap<&str, Vec<(&str, &str)>> = HashMap::new();
+        for device in claims.iter().flat_map(|c| c.devices()) {
+            let device: &AllocatedDeviceView = device;
+            by_pool.entry(&device.pool).or_default().push((&device.driver, &device.device));
+        }
+        Allocated(by_pool)
+    }
+
+    fn in_pool(&self, pool: &str) -> &[(&'a str, &'a str)] {
+        self.0.get(pool).map(Vec::as_slice).unwrap_or_default()
+    }
 }
 
 /// One node's devices from its Neuron and EFA slices, each marked free or not.
 pub fn node_devices<'a>(
     slices: impl IntoIterator<Item = &'a SliceView>,
-    allocated: &HashSet<DeviceKey>,
+    allocated: &Allocated,
     taint_rules: &[Arc<DeviceTaintRule>],
+    sizes: &GroupSizes,
 ) -> NodeDevices<'a> {
     let mut node = NodeDevices::default();
     for slice in slices {
+        let driver = slice.spec.driver.as_str();
+        let held = allocated.in_pool(&slice.spec.pool.name);
         for device in &slice.spec.devices {
-            let key = (slice.spec.driver.as_str(), slice.spec.pool.name.as_str(), device.name.as_str());
-            let free = !allocated.contains(&key) && taint_of(slice, device, taint_rules).is_none();
-            let slot = Slot { device, free };
-            match slice.spec.driver.as_str() {
-                NEURON_DRIVER => node.neuron.push(slot),
-                EFA_DRIVER if device.attributes.pci_device.as_deref() == Some(EFA_PCI_DEVICE) => node.efa.push(slot),
+            let taken = held.iter().any(|&(d, name)| d == driver && name == device.name);
+            let free = !taken && taint_of(slice, device, taint_rules).is_none();
+            match driver {
+                NEURON_DRIVER => {
+                    let slot = node.slot(device, free, sizes);
+                    node.neuron.push(slot);
+                }
+                EFA_DRIVER if device.attributes.pci_device.as_deref() == Some(EFA_PCI_DEVICE) => {
+                    let slot = node.slot(device, free, sizes);
+                    node.efa.push(slot);
+                }
                 _ => {}
             }
         }
@@ -66,12 +146,12 @@ pub fn node_devices<'a>(
     node
 }
 
-/// Whether a Neuron entry matches the template's selectors.
-fn matches(claim: &ClaimSpec, device: &DeviceView, resource_type: &str) -> bool {
+/// Whether a Neuron entry is of `entry` and matches the template's selectors.
+fn matches(claim: &ClaimSpec, slot: &Slot, entry: Entry) -> bool {
     let pinned = |want: &Option<String>, have: &Option<String>| want.is_none() || want == have;
-    device.resource_type() == Some(resource_type)
-        && pinned(&claim.instance_type, &device.attributes.instance_type)
-        && pinned(&claim.neuron_driver_version, &device.attributes.neuron_driver_version)
+    slot.entry == entry
+        && pinned(&claim.instance_type, &slot.device.attributes.instance_type)
+        && pinned(&claim.neuron_driver_version, &slot.device.attributes.neuron_driver_version)
 }
 
 /// How many more claims of `claim` the nodes can take now.
@@ -82,49 +162,52 @@ pub fn available(claim: &ClaimSpec, nodes: &[NodeDevices]) -> i64 {
 fn available_on(claim: &ClaimSpec, node: &NodeDevices) -> i64 {
     let (count, efa) = match &claim.kind {
         ClaimKind::UltraServerNode { .. } => {
-            return node.neuron.iter().filter(|s| s.free && matches(claim, s.device, "neuron_node")).count() as i64;
+            return node.neuron.iter().filter(|s| s.free && matches(claim, s, Entry::Node)).count() as i64;
         }
         ClaimKind::Devices { count, efa } => (*count, efa.is_some()),
     };
-    let devices: Vec<&Slot> = node.neuron.iter().filter(|s| matches(claim, s.device, "neuron_device")).collect();
+    let devices = || node.neuron.iter().filter(|s| matches(claim, s, Entry::Device));
     match count {
         Count::All => {
-            let whole = !devices.is_empty() && devices.iter().all(|s| s.free);
+            let whole = devices().next().is_some() && devices().all(|s| s.free);
             let efas_free = !efa || (!node.efa.is_empty() && node.efa.iter().all(|s| s.free));
             i64::from(whole && efas_free)
         }
-        Count::Exactly(1) if !efa => devices.iter().filter(|s| s.free).count() as i64,
+        Count::Exactly(1) if !efa => devices().filter(|s| s.free).count() as i64,
         Count::Exactly(n) => {
-            // Group size: N connected devices, or (one device with EFA) the device and its own EFA.
-            let size = if n == 1 { 1 } else { n };
             let efa_per_claim = match &claim.kind {
                 ClaimKind::Devices { efa: Some(Count::Exactly(e)), .. } => *e as usize,
                 _ => 0,
             };
-            free_groups(&devices, &node.efa, size, n as usize, efa_per_claim)
+            let Some(size) = group_size(claim) else { return 0 };
+            let groups = node.group_ids[size].len();
+            free_groups(devices(), &node.efa, (size, groups), n as usize, efa_per_claim)
         }
     }
 }
 
-/// Claims of `devices` devices and `efas` EFA interfaces that fit, each in one group of `size`: per group id,
-/// as many claims as its free devices and free EFAs allow.
-fn free_groups(devices: &[&Slot], efa: &[Slot], size: u32, per_claim: usize, efa_per_claim: usize) -> i64 {
-    let mut groups: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for slot in devices.iter().filter(|s| s.free) {
-        if let Some(id) = slot.device.device_group(size) {
-            groups.entry(id).or_default().0 += 1;
-        }
+/// Claims of `per_claim` devices and `efa_per_claim` EFA interfaces that fit, each in one group of one size
+/// (`(size index, groups of that size on the node)`): per group, as many claims as its free devices and free EFAs
+/// allow.
+fn free_groups<'a>(
+    devices: impl Iterator<Item = &'a Slot<'a>>,
+    efa: &[Slot],
+    (size, groups): (usize, usize),
+    per_claim: usize,
+    efa_per_claim: usize,
+) -> i64 {
+    // (free devices, free EFAs) per group
+    let mut free = vec![(0usize, 0usize); groups];
+    for group in devices.filter(|s| s.free).filter_map(|s| s.groups[size]) {
+        free[usize::from(group)].0 += 1;
     }
     if efa_per_claim > 0 {
-        for slot in efa.iter().filter(|s| s.free) {
-            if let Some(entry) = slot.device.device_group(size).and_then(|id| groups.get_mut(id)) {
-                entry.1 += 1;
-            }
+        for group in efa.iter().filter(|s| s.free).filter_map(|s| s.groups[size]) {
+            free[usize::from(group)].1 += 1;
         }
     }
-    groups
-        .values()
-        .map(|(free_devices, free_efas)| {
+    free.iter()
+        .map(|&(free_devices, free_efas)| {
             let by_devices = free_devices / per_claim;
             free_efas.checked_div(efa_per_claim).map_or(by_devices, |by_efas| by_devices.min(by_efas))
         })
@@ -144,14 +227,16 @@ pub struct Inputs<'a> {
 /// Claims and room for every template of the config, in template order.
 pub fn assess(inputs: &Inputs) -> Vec<TemplateCapacity> {
     let filter = NodeFilter::new(&inputs.config.spec);
-    let allocated = allocated_devices(inputs.claims);
+    let allocated = Allocated::new(inputs.claims);
+    let sizes = group_sizes(&inputs.config.claims);
     let nodes: Vec<NodeDevices> = inputs
         .nodes
         .iter()
         .filter(|n| filter.selects(n.labels()))
         .map(|n| {
-            let slices = inputs.slices.get(&n.name_any()).into_iter().flatten().map(Arc::as_ref);
-            node_devices(slices, &allocated, inputs.taint_rules)
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            let slices = inputs.slices.get(name).into_iter().flatten().map(Arc::as_ref);
+            node_devices(slices, &allocated, inputs.taint_rules, &sizes)
         })
         .collect();
     let counts = allocated_by_template(&inputs.config.name, inputs.claims);

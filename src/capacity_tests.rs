@@ -55,8 +55,9 @@ fn request(count: Count, efa: Option<Count>) -> ClaimSpec {
 }
 
 fn room(claim: &ClaimSpec, slices: &[SliceView], claims: &[Arc<ClaimView>]) -> i64 {
-    let allocated = allocated_devices(claims);
-    available(claim, &[node_devices(slices, &allocated, &[])])
+    let allocated = Allocated::new(claims);
+    let sizes = group_sizes(std::slice::from_ref(claim));
+    available(claim, &[node_devices(slices, &allocated, &[], &sizes)])
 }
 
 #[test]

@@ -1,22 +1,40 @@
 //! The API client: kubeconfig or in-cluster, with every request counted in the metrics.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
+use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder};
 use kube::{Client, Config};
+use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
 
 use crate::telemetry::Metrics;
 
+/// Retries of one request the API server answered with 429, 503 or 504, honouring its `Retry-After`.
+const RETRIES: u32 = 3;
+
 /// A client from `KUBECONFIG` or the in-cluster environment whose requests land in `api_requests`.
+///
+/// kube's own retry of throttled requests (15 attempts, backing off to minutes) would hold a reconcile silently for
+/// minutes under API Priority and Fairness; this one gives up after a few seconds, so the reconcile fails visibly
+/// (log, metric, event) and its config is retried with the controller's backoff while other configs go on.
 pub async fn counted_client(metrics: Arc<Metrics>) -> anyhow::Result<Client> {
-    let config = Config::infer().await?;
+    let mut config = Config::infer().await?;
+    config.default_retry = false;
+    let policy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(5), RETRIES, true)?;
     let count = tower::util::MapRequestLayer::new(move |request: http::Request<Body>| {
         metrics.record_request(&request);
         request
     });
-    Ok(ClientBuilder::try_from(config)?.with_layer(&count).build())
+    Ok(ClientBuilder::try_from(config)?
+        // The retry layer clones the service it wraps; a buffer makes the boxed stack clonable.
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&RetryLayer::new(policy))
+        .with_layer(&count)
+        .build())
 }
 
 /// The CRD `run` checks before it starts.
