@@ -121,13 +121,24 @@ fn the_csv_permissions_and_deployment_are_config_default() {
     let csv = checked_in_csv();
     let install = &csv["spec"]["install"]["spec"];
     let account = find(&objects, "ServiceAccount", "neuron-dra-operator");
-    let cluster_role = find(&objects, "ClusterRole", "neuron-dra-operator");
     let role = find(&objects, "Role", "neuron-dra-operator-leader-election");
     let deployment = find(&objects, "Deployment", "neuron-dra-operator");
+    // The operator's own ClusterRole and the metrics-auth one (TokenReviews, SubjectAccessReviews), both bound to
+    // its ServiceAccount, are its cluster permissions.
+    let mut rules = Vec::new();
+    for name in ["neuron-dra-operator", "neuron-dra-operator-metrics-auth"] {
+        rules.extend(find(&objects, "ClusterRole", name)["rules"].as_array().unwrap().clone());
+        let binding = find(&objects, "ClusterRoleBinding", name);
+        assert_eq!(binding["roleRef"]["name"], name);
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": cluster::OPERATOR_NAMESPACE}])
+        );
+    }
 
     assert_eq!(install["clusterPermissions"].as_array().unwrap().len(), 1);
     assert_eq!(install["clusterPermissions"][0]["serviceAccountName"], account["metadata"]["name"]);
-    assert_eq!(install["clusterPermissions"][0]["rules"], cluster_role["rules"]);
+    assert_eq!(install["clusterPermissions"][0]["rules"], json!(rules));
     assert_eq!(install["permissions"].as_array().unwrap().len(), 1);
     assert_eq!(install["permissions"][0]["serviceAccountName"], account["metadata"]["name"]);
     assert_eq!(install["permissions"][0]["rules"], role["rules"]);
@@ -148,6 +159,9 @@ fn the_csv_permissions_and_deployment_are_config_default() {
     let mut service = find(&objects, "Service", "neuron-dra-operator-metrics").clone();
     service["metadata"].as_object_mut().unwrap().remove("namespace");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::SERVICE_FILE)), service);
+    // The metrics reader, bound by whoever scrapes, ships as a ClusterRole of its own.
+    let reader = find(&objects, "ClusterRole", "neuron-dra-operator-metrics-reader");
+    assert_eq!(read_yaml(&format!("bundle/{}", bundle::METRICS_READER_FILE)), *reader);
 }
 
 #[test]
@@ -359,7 +373,7 @@ fn run_operator_checking(crd_name: &str) -> (std::process::ExitStatus, String) {
     let dir = temp_dir(crd_name);
     let log = dir.join("operator.log");
     let mut child = Command::new(BIN)
-        .args(["run", "--metrics-addr", "127.0.0.1:0", "--leader-elect", "false"])
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0", "--leader-elect", "false"])
         .env("KUBECONFIG", cluster::kubeconfig())
         .env(neuron_dra_operator::client::CHECK_CRD_ENV, crd_name)
         .stdout(Stdio::null())
