@@ -311,6 +311,8 @@ async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() 
     for output in [&stderr, &stderr_real] {
         assert!(!output.contains("PodSecurity"), "{output}");
     }
+    assert!(stdout.contains("networkpolicy.networking.k8s.io/neuron-dra-operator-allow-metrics"), "{stdout}");
+    operator_pods_are_admitted_and_a_privileged_pod_is_refused().await;
     let image = kubectl(&[
         "get",
         "deployment",
@@ -348,6 +350,81 @@ async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() 
         let row = table.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{table}"));
         assert_eq!(row.split_whitespace().nth(1), Some("Ready"), "{row}");
     }
+}
+
+/// Under the namespace's `restricted` enforcement the ReplicaSet creates the operator's pods (no kubelet runs
+/// them here, but creating them passes admission), and the NetworkPolicy selects them; a privileged pod is refused,
+/// so the enforcement is really on.
+async fn operator_pods_are_admitted_and_a_privileged_pod_is_refused() {
+    let namespace = cluster::OPERATOR_NAMESPACE;
+    let labels = kubectl(&["get", "namespace", namespace, "-o", "jsonpath={.metadata.labels}"]);
+    let labels: Value = serde_json::from_str(&labels).unwrap();
+    for mode in ["enforce", "audit", "warn"] {
+        assert_eq!(labels[format!("pod-security.kubernetes.io/{mode}")], "restricted", "{labels}");
+    }
+    let policy = find(&kustomize("config/default"), "NetworkPolicy", "neuron-dra-operator-allow-metrics").clone();
+    let selector: Vec<String> = policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect();
+    let selector = selector.join(",");
+    let pods = support::cluster::eventually(Duration::from_secs(60), "the ReplicaSet's pods", || async {
+        let out = kubectl(&["get", "pods", "-n", namespace, "-l", &selector, "-o", "json"]);
+        let pods: Value = serde_json::from_str(&out).unwrap();
+        let items = pods["items"].as_array().unwrap().clone();
+        (!items.is_empty()).then_some(items)
+    })
+    .await;
+    assert_eq!(pods[0]["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+    let failures = kubectl(&[
+        "get",
+        "replicasets",
+        "-n",
+        namespace,
+        "-l",
+        &selector,
+        "-o",
+        "jsonpath={.items[*].status.conditions}",
+    ]);
+    assert!(!failures.contains("ReplicaFailure"), "{failures}");
+
+    let privileged = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": cluster::unique("privileged"), "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true}}]},
+    });
+    let refused = cluster::kubectl_with(
+        &cluster::kubeconfig(),
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(&privileged.to_string()),
+    );
+    let error = refused.expect_err("a privileged pod was admitted");
+    assert!(error.contains("violates PodSecurity \"restricted:latest\""), "{error}");
+}
+
+/// The NetworkPolicy admits ingress to the operator's pods on the metrics port and nothing else: its selector
+/// matches the Deployment's pod labels, its one rule names the container port the metrics Service targets.
+#[test]
+fn the_network_policy_admits_only_metrics_scrapes_of_the_operator() {
+    let objects = kustomize("config/default");
+    let policy = find(&objects, "NetworkPolicy", "neuron-dra-operator-allow-metrics");
+    let deployment = find(&objects, "Deployment", "neuron-dra-operator");
+    let service = find(&objects, "Service", "neuron-dra-operator-metrics");
+    assert_eq!(policy["metadata"]["namespace"], deployment["metadata"]["namespace"]);
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let selector = policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap();
+    assert!(!selector.is_empty());
+    for (key, value) in selector {
+        assert_eq!(&pod_labels[key], value, "the policy selects {key}={value}; the pods do not carry it");
+    }
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    let port = &service["spec"]["ports"][0]["targetPort"];
+    assert_eq!(policy["spec"]["ingress"], json!([{"ports": [{"port": port, "protocol": "TCP"}]}]));
+    let ports = deployment["spec"]["template"]["spec"]["containers"][0]["ports"].as_array().unwrap();
+    let metrics = ports.iter().find(|p| p["name"] == *port).expect("the container port the policy names");
+    assert_eq!(metrics["containerPort"], 8443);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
