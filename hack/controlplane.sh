@@ -42,8 +42,10 @@ RUNTIME_CONFIG="resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resou
 # Only the controllers the operator relies on. Deliberately NOT enabled, because
 # there is no kubelet: node-lifecycle (would taint every Node NotReady and evict
 # pods), pod-garbage-collector (deletes pods bound to unknown nodes), ttl, and
-# everything workload-related we do not use.
+# everything workload-related we do not use. Deployments and ReplicaSets are on so the install tests see the
+# operator's own pods created, that is admitted under its namespace's Pod Security enforcement.
 CONTROLLERS="garbage-collector-controller,namespace-controller,daemonset-controller"
+CONTROLLERS+=",deployment-controller,replicaset-controller"
 CONTROLLERS+=",serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
 CONTROLLERS+=",clusterrole-aggregation-controller,resourceclaim-controller,device-taint-eviction-controller"
 

@@ -71,11 +71,18 @@ users: [{name: operator, user: {token: "${token}"}}]
 contexts: [{name: operator, context: {cluster: local, user: operator}}]
 current-context: operator
 EOF
-metrics_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+metrics_port="$(free_port)"
+probe_port="$(free_port)"
 KUBECONFIG="${STATE}/operator.kubeconfig" nohup "${BIN}" run --metrics-addr "127.0.0.1:${metrics_port}" \
-  --lease-namespace neuron-dra-operator-system >"${STATE}/operator.log" 2>&1 &
+  --probe-addr "127.0.0.1:${probe_port}" --lease-namespace neuron-dra-operator-system >"${STATE}/operator.log" 2>&1 &
 echo $! >"${STATE}/operator.pid"
-echo "operator pid $(cat "${STATE}/operator.pid"), metrics on http://127.0.0.1:${metrics_port}/metrics, log ${STATE}/operator.log"
+# /metrics is HTTPS for callers allowed `get /metrics`: a ServiceAccount bound to the metrics-reader ClusterRole.
+kubectl -n neuron-dra-operator-system create serviceaccount demo-metrics-reader --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl create clusterrolebinding demo-metrics-reader --clusterrole=neuron-dra-operator-metrics-reader \
+  --serviceaccount=neuron-dra-operator-system:demo-metrics-reader --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+echo "operator pid $(cat "${STATE}/operator.pid"), log ${STATE}/operator.log, probes on http://127.0.0.1:${probe_port}/readyz"
+echo "metrics: curl -sk -H \"Authorization: Bearer \$(kubectl create token demo-metrics-reader -n neuron-dra-operator-system)\" https://127.0.0.1:${metrics_port}/metrics"
 
 say "Applying samples/mixed.yaml (templates for team-a, team-b and every namespace labelled neurondra.io/templates=enabled)"
 for ns in team-a team-b ml-research; do

@@ -1,6 +1,7 @@
 //! The OLM bundle (`neuron-dra-devtools bundle`, `make bundle`, checked in under `bundle/`), generated from the
 //! sources the kustomize install uses: the Deployment, metrics Service and image from `config/manager`, the
-//! permissions from `config/rbac`, the CRD from `crds/`, `alm-examples` from `samples/`. `check` compares a
+//! permissions and the metrics-reader ClusterRole from `config/rbac`, the CRD from `crds/`, `alm-examples` from
+//! `samples/`. `check` compares a
 //! bundle directory with what would be generated now and names every file that is missing, stale or unexpected.
 //!
 //! Output is deterministic: JSON maps are sorted by key and the sources are read in a fixed order. One file over
@@ -31,6 +32,8 @@ const REPLACES: Option<&str> = None;
 pub const CSV_FILE: &str = "manifests/neuron-dra-operator.clusterserviceversion.yaml";
 pub const CRD_FILE: &str = "manifests/neurondra.io_neurondraconfigs.yaml";
 pub const SERVICE_FILE: &str = "manifests/neuron-dra-operator-metrics_v1_service.yaml";
+pub const METRICS_READER_FILE: &str =
+    "manifests/neuron-dra-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml";
 pub const ANNOTATIONS_FILE: &str = "metadata/annotations.yaml";
 pub const DOCKERFILE: &str = "bundle.Dockerfile";
 
@@ -43,7 +46,10 @@ pub struct Sources {
     /// `config/manager`'s Deployment with the image from its kustomization's `images`.
     pub deployment: Value,
     pub metrics_service: Value,
-    pub cluster_role: Value,
+    /// The rules of every ClusterRole `config/rbac` binds to the operator's ServiceAccount, in file order.
+    pub cluster_rules: Vec<Value>,
+    /// The ClusterRoles it binds to nobody (the metrics reader, for whoever scrapes): shipped as they are.
+    pub unbound_cluster_roles: Vec<Value>,
     /// The leader-election Role.
     pub role: Value,
     pub service_account: String,
@@ -74,6 +80,20 @@ impl Sources {
                 "config/manager's Deployment runs as {runs_as:?}, not config/rbac's ServiceAccount {service_account:?}"
             );
         }
+        let bound: Vec<&Value> = rbac
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRoleBinding")
+            .filter(|b| b["subjects"].as_array().into_iter().flatten().any(|s| s["name"] == service_account.as_str()))
+            .map(|b| &b["roleRef"]["name"])
+            .collect();
+        let (granted, unbound): (Vec<Value>, Vec<Value>) = rbac
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole")
+            .cloned()
+            .partition(|role| bound.contains(&&role["metadata"]["name"]));
+        if granted.is_empty() {
+            bail!("config/rbac binds no ClusterRole to {service_account:?}");
+        }
         let mut samples = Vec::new();
         for file in yaml_files(&root.join("samples"))? {
             samples.extend(read_yaml(&file)?);
@@ -81,7 +101,8 @@ impl Sources {
         Ok(Sources {
             deployment,
             metrics_service: one(&manager, "Service")?,
-            cluster_role: one(&rbac, "ClusterRole")?,
+            cluster_rules: granted.iter().flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default()).collect(),
+            unbound_cluster_roles: unbound,
             role: one(&rbac, "Role")?,
             service_account,
             crd_yaml: read(&root.join(crate::crd::CRD_FILE))?,
@@ -105,13 +126,19 @@ pub fn generate(root: &Path) -> anyhow::Result<Files> {
     if let Some(metadata) = service["metadata"].as_object_mut() {
         metadata.remove("namespace");
     }
-    Ok(Files::from([
+    let mut files = Files::from([
         (CSV_FILE.into(), yaml(&csv(&sources, &crd)?)),
         (CRD_FILE.into(), sources.crd_yaml.clone()),
         (SERVICE_FILE.into(), yaml(&service)),
         (ANNOTATIONS_FILE.into(), yaml(&json!({ "annotations": annotations() }))),
         (DOCKERFILE.into(), dockerfile()),
-    ]))
+    ]);
+    // OLM installs a bundle's ClusterRoles as they are; its own bindings come from the CSV's permissions.
+    for role in &sources.unbound_cluster_roles {
+        let name = role["metadata"]["name"].as_str().context("a ClusterRole without a name")?;
+        files.insert(format!("manifests/{name}_rbac.authorization.k8s.io_v1_clusterrole.yaml"), yaml(role));
+    }
+    Ok(files)
 }
 
 /// Writes the bundle under `dir`, creating directories as needed.
@@ -231,7 +258,7 @@ fn csv(sources: &Sources, crd: &Value) -> anyhow::Result<Value> {
         "install": {
             "strategy": "deployment",
             "spec": {
-                "clusterPermissions": permissions(&sources.cluster_role["rules"]),
+                "clusterPermissions": permissions(&json!(sources.cluster_rules)),
                 "permissions": permissions(&sources.role["rules"]),
                 "deployments": [{
                     "name": sources.deployment["metadata"]["name"],
@@ -537,6 +564,26 @@ mod tests {
         for key in ["createdAt", "repository", "support", "containerImage", "categories", "capabilities"] {
             assert!(annotations[key].as_str().is_some_and(|v| !v.is_empty()), "{key}");
         }
+    }
+
+    /// The operator may review /metrics callers; whoever scrapes gets the metrics-reader ClusterRole, bound by the
+    /// cluster's admin (OLM binds only what the CSV's permissions list).
+    #[test]
+    fn the_metrics_auth_rules_are_cluster_permissions_and_the_reader_role_ships_unbound() {
+        let files = generate(root()).unwrap();
+        let csv: Value = serde_yaml::from_str(&files[CSV_FILE]).unwrap();
+        let rules = csv["spec"]["install"]["spec"]["clusterPermissions"][0]["rules"].as_array().unwrap().clone();
+        for (group, resource) in
+            [("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")]
+        {
+            let rule = json!({"apiGroups": [group], "resources": [resource], "verbs": ["create"]});
+            assert!(rules.contains(&rule), "no {rule} in {rules:?}");
+        }
+        assert!(rules.iter().any(|r| r["resources"] == json!(["neurondraconfigs"])), "the operator's own rules");
+        assert!(!rules.iter().any(|r| r.get("nonResourceURLs").is_some()), "the operator does not read /metrics");
+        let reader: Value = serde_yaml::from_str(&files[METRICS_READER_FILE]).unwrap();
+        assert_eq!(reader["kind"], "ClusterRole");
+        assert_eq!(reader["rules"], json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]));
     }
 
     #[test]

@@ -1,17 +1,12 @@
-//! Logs, Prometheus metrics, the client's request counters, and the `/metrics` `/healthz` `/readyz` server.
+//! Logs, Prometheus metrics, the client's request counters, and the readiness `/readyz` reports (`server` serves
+//! them).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::api::{NeuronDRAConfigStatus, TemplateCapacity};
 use crate::validate::ValidatedConfig;
-use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use kube::client::Body;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -232,37 +227,6 @@ impl Readiness {
     pub fn get(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
-}
-
-#[derive(Clone)]
-struct ServerState {
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-}
-
-/// Serves `/metrics`, `/healthz` and `/readyz` until `shutdown` resolves.
-pub async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/metrics", get(metrics_handler))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz_handler))
-        .with_state(ServerState { metrics, readiness });
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
-}
-
-async fn metrics_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
-}
-
-async fn readyz_handler(State(state): State<ServerState>) -> impl IntoResponse {
-    if state.readiness.get() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "caches not synced") }
 }
 
 /// Logs to stderr, as JSON when asked; `RUST_LOG` filters (default `info`).

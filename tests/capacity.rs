@@ -46,6 +46,17 @@ async fn scheduled(f: &Fleet, namespace: &str, template: &str) -> (usize, usize)
     (bound, list.items.len() - bound)
 }
 
+/// The name of the one pod of a template that is not bound to a node.
+async fn unbound(f: &Fleet, namespace: &str, template: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(f.scenario.client.clone(), namespace);
+    let list = pods.list(&ListParams::default().labels(&format!("template={template}"))).await.unwrap();
+    let mut names = list.items.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none());
+    match (names.next(), names.next()) {
+        (Some(pod), None) => pod.metadata.name.clone().unwrap(),
+        _ => panic!("not exactly one unbound pod of {template}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn available_is_what_the_scheduler_can_place() {
     let groups =
@@ -102,7 +113,10 @@ async fn available_is_what_the_scheduler_can_place() {
             (bound == room as usize).then_some(())
         })
         .await;
-        support::allocation::wait_unschedulable(client, &namespace, &format!("{template}-{room}")).await;
+        // The scheduler need not bind pods in the order they were created: the one left over is the one that must
+        // be Unschedulable.
+        let leftover = unbound(&f, &namespace, template).await;
+        support::allocation::wait_unschedulable(client, &namespace, &leftover).await;
         assert_eq!(scheduled(&f, &namespace, template).await, (room as usize, 1), "{template}: exactly {room} fit");
         f.wait_status(&format!("{template} full"), |s| {
             available(s, template) == Some(0) && allocated(s, template) == Some(room)

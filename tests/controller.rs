@@ -469,6 +469,8 @@ async fn a_deleted_driver_namespace_is_waited_for_and_created_again() {
     let config = s.wait_ready(&s.id).await;
     let ns = namespaces.get(&driver_ns).await.unwrap();
     assert_ne!(ns.uid().unwrap(), before, "a new namespace");
+    // The plugin mounts host paths: the namespace the operator creates admits privileged pods, and says so.
+    assert_eq!(ns.labels().get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("privileged"));
     let ds: Api<DaemonSet> = Api::namespaced(s.client.clone(), &driver_ns);
     assert!(ds.get_opt(&format!("neuron-dra-{}", s.id)).await.unwrap().is_some());
     assert_eq!(condition(&config, "DriverReady").1, "RolloutComplete");

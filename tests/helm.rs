@@ -34,6 +34,8 @@ const COPIES: &[(&str, &str)] = &[
     ("crds/neurondra.io_neurondraconfigs.yaml", "crds/neurondra.io_neurondraconfigs.yaml"),
     ("config/rbac/role.yaml", "files/role.yaml"),
     ("config/rbac/leader_election_role.yaml", "files/leader_election_role.yaml"),
+    ("config/rbac/metrics_auth_role.yaml", "files/metrics_auth_role.yaml"),
+    ("config/rbac/metrics_reader_role.yaml", "files/metrics_reader_role.yaml"),
     ("config/prometheus/prometheus_rule.yaml", "files/prometheus_rule.yaml"),
     ("config/grafana/neuron-dra-operator.json", "files/neuron-dra-operator.json"),
 ];
@@ -118,6 +120,8 @@ fn the_values_schema_rejects_bad_values_naming_them() {
         ("replicas=-1", "replicas"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("metrics.port=70000", "port"),
+        ("probes.port=0", "port"),
+        ("metrics.certSecret=Not_A_Secret", "certSecret"),
         ("replica=3", "replica"),
         ("neuronDRAConfig.name=Not_A_Name", "name"),
     ];
@@ -186,6 +190,38 @@ fn values_reach_the_deployment() {
     assert!(!objects.iter().any(|o| o["kind"] == "Role"), "{out}");
     let service = objects.iter().find(|o| o["kind"] == "Service").unwrap();
     assert_eq!(service["spec"]["ports"][0]["port"], 9090);
+    assert_eq!(objects.iter().filter(|o| o["kind"] == "NetworkPolicy").count(), 1, "on by default");
+
+    // The probe port, a certificate from a Secret, and a NetworkPolicy narrowed to one namespace, or none.
+    let out = helm(&[
+        "template",
+        "x",
+        CHART,
+        "--set",
+        "probes.port=9091,metrics.certSecret=metrics-tls",
+        "--set",
+        "networkPolicy.from[0].namespaceSelector.matchLabels.name=monitoring",
+    ])
+    .ok("helm template");
+    let objects = parse_all(&out);
+    let pod = &objects.iter().find(|o| o["kind"] == "Deployment").unwrap()["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let cert_dir = "/etc/neuron-dra-operator/metrics-certs";
+    assert_eq!(
+        container["args"],
+        json!(["run", "--log-json", "--probe-addr=0.0.0.0:9091", format!("--metrics-cert-dir={cert_dir}")])
+    );
+    assert_eq!(container["ports"][1], json!({"name": "probes", "containerPort": 9091, "protocol": "TCP"}));
+    assert_eq!(container["livenessProbe"]["httpGet"]["port"], "probes");
+    assert_eq!(container["volumeMounts"], json!([{"name": "metrics-certs", "mountPath": cert_dir, "readOnly": true}]));
+    assert_eq!(pod["volumes"], json!([{"name": "metrics-certs", "secret": {"secretName": "metrics-tls"}}]));
+    let policy = objects.iter().find(|o| o["kind"] == "NetworkPolicy").unwrap();
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"],
+        json!([{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}])
+    );
+    let out = helm(&["template", "x", CHART, "--set", "networkPolicy.enabled=false"]).ok("helm template");
+    assert!(!parse_all(&out).iter().any(|o| o["kind"] == "NetworkPolicy"), "{out}");
 }
 
 #[test]
@@ -359,8 +395,12 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
         ("rolebinding", format!("{fullname}-leader-election"), Some(namespace.as_str())),
         ("servicemonitor", fullname.clone(), Some(namespace.as_str())),
         ("prometheusrule", fullname.clone(), Some(namespace.as_str())),
+        ("networkpolicy", format!("{fullname}-allow-metrics"), Some(namespace.as_str())),
         ("clusterrole", fullname.clone(), None),
         ("clusterrolebinding", fullname.clone(), None),
+        ("clusterrole", format!("{fullname}-metrics-auth"), None),
+        ("clusterrolebinding", format!("{fullname}-metrics-auth"), None),
+        ("clusterrole", format!("{fullname}-metrics-reader"), None),
     ] {
         wait_gone(kind, &name, ns).await;
     }

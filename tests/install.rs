@@ -121,13 +121,24 @@ fn the_csv_permissions_and_deployment_are_config_default() {
     let csv = checked_in_csv();
     let install = &csv["spec"]["install"]["spec"];
     let account = find(&objects, "ServiceAccount", "neuron-dra-operator");
-    let cluster_role = find(&objects, "ClusterRole", "neuron-dra-operator");
     let role = find(&objects, "Role", "neuron-dra-operator-leader-election");
     let deployment = find(&objects, "Deployment", "neuron-dra-operator");
+    // The operator's own ClusterRole and the metrics-auth one (TokenReviews, SubjectAccessReviews), both bound to
+    // its ServiceAccount, are its cluster permissions.
+    let mut rules = Vec::new();
+    for name in ["neuron-dra-operator", "neuron-dra-operator-metrics-auth"] {
+        rules.extend(find(&objects, "ClusterRole", name)["rules"].as_array().unwrap().clone());
+        let binding = find(&objects, "ClusterRoleBinding", name);
+        assert_eq!(binding["roleRef"]["name"], name);
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": cluster::OPERATOR_NAMESPACE}])
+        );
+    }
 
     assert_eq!(install["clusterPermissions"].as_array().unwrap().len(), 1);
     assert_eq!(install["clusterPermissions"][0]["serviceAccountName"], account["metadata"]["name"]);
-    assert_eq!(install["clusterPermissions"][0]["rules"], cluster_role["rules"]);
+    assert_eq!(install["clusterPermissions"][0]["rules"], json!(rules));
     assert_eq!(install["permissions"].as_array().unwrap().len(), 1);
     assert_eq!(install["permissions"][0]["serviceAccountName"], account["metadata"]["name"]);
     assert_eq!(install["permissions"][0]["rules"], role["rules"]);
@@ -148,6 +159,9 @@ fn the_csv_permissions_and_deployment_are_config_default() {
     let mut service = find(&objects, "Service", "neuron-dra-operator-metrics").clone();
     service["metadata"].as_object_mut().unwrap().remove("namespace");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::SERVICE_FILE)), service);
+    // The metrics reader, bound by whoever scrapes, ships as a ClusterRole of its own.
+    let reader = find(&objects, "ClusterRole", "neuron-dra-operator-metrics-reader");
+    assert_eq!(read_yaml(&format!("bundle/{}", bundle::METRICS_READER_FILE)), *reader);
 }
 
 #[test]
@@ -297,6 +311,8 @@ async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() 
     for output in [&stderr, &stderr_real] {
         assert!(!output.contains("PodSecurity"), "{output}");
     }
+    assert!(stdout.contains("networkpolicy.networking.k8s.io/neuron-dra-operator-allow-metrics"), "{stdout}");
+    operator_pods_are_admitted_and_a_privileged_pod_is_refused().await;
     let image = kubectl(&[
         "get",
         "deployment",
@@ -336,6 +352,81 @@ async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() 
     }
 }
 
+/// Under the namespace's `restricted` enforcement the ReplicaSet creates the operator's pods (no kubelet runs
+/// them here, but creating them passes admission), and the NetworkPolicy selects them; a privileged pod is refused,
+/// so the enforcement is really on.
+async fn operator_pods_are_admitted_and_a_privileged_pod_is_refused() {
+    let namespace = cluster::OPERATOR_NAMESPACE;
+    let labels = kubectl(&["get", "namespace", namespace, "-o", "jsonpath={.metadata.labels}"]);
+    let labels: Value = serde_json::from_str(&labels).unwrap();
+    for mode in ["enforce", "audit", "warn"] {
+        assert_eq!(labels[format!("pod-security.kubernetes.io/{mode}")], "restricted", "{labels}");
+    }
+    let policy = find(&kustomize("config/default"), "NetworkPolicy", "neuron-dra-operator-allow-metrics").clone();
+    let selector: Vec<String> = policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect();
+    let selector = selector.join(",");
+    let pods = support::cluster::eventually(Duration::from_secs(60), "the ReplicaSet's pods", || async {
+        let out = kubectl(&["get", "pods", "-n", namespace, "-l", &selector, "-o", "json"]);
+        let pods: Value = serde_json::from_str(&out).unwrap();
+        let items = pods["items"].as_array().unwrap().clone();
+        (!items.is_empty()).then_some(items)
+    })
+    .await;
+    assert_eq!(pods[0]["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+    let failures = kubectl(&[
+        "get",
+        "replicasets",
+        "-n",
+        namespace,
+        "-l",
+        &selector,
+        "-o",
+        "jsonpath={.items[*].status.conditions}",
+    ]);
+    assert!(!failures.contains("ReplicaFailure"), "{failures}");
+
+    let privileged = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": cluster::unique("privileged"), "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "securityContext": {"privileged": true}}]},
+    });
+    let refused = cluster::kubectl_with(
+        &cluster::kubeconfig(),
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(&privileged.to_string()),
+    );
+    let error = refused.expect_err("a privileged pod was admitted");
+    assert!(error.contains("violates PodSecurity \"restricted:latest\""), "{error}");
+}
+
+/// The NetworkPolicy admits ingress to the operator's pods on the metrics port and nothing else: its selector
+/// matches the Deployment's pod labels, its one rule names the container port the metrics Service targets.
+#[test]
+fn the_network_policy_admits_only_metrics_scrapes_of_the_operator() {
+    let objects = kustomize("config/default");
+    let policy = find(&objects, "NetworkPolicy", "neuron-dra-operator-allow-metrics");
+    let deployment = find(&objects, "Deployment", "neuron-dra-operator");
+    let service = find(&objects, "Service", "neuron-dra-operator-metrics");
+    assert_eq!(policy["metadata"]["namespace"], deployment["metadata"]["namespace"]);
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    let selector = policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap();
+    assert!(!selector.is_empty());
+    for (key, value) in selector {
+        assert_eq!(&pod_labels[key], value, "the policy selects {key}={value}; the pods do not carry it");
+    }
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    let port = &service["spec"]["ports"][0]["targetPort"];
+    assert_eq!(policy["spec"]["ingress"], json!([{"ports": [{"port": port, "protocol": "TCP"}]}]));
+    let ports = deployment["spec"]["template"]["spec"]["containers"][0]["ports"].as_array().unwrap();
+    let metrics = ports.iter().find(|p| p["name"] == *port).expect("the container port the policy names");
+    assert_eq!(metrics["containerPort"], 8443);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_crd_upgrade_applies_and_the_operator_accepts_the_result() {
     let client = cluster::admin().await;
@@ -359,7 +450,7 @@ fn run_operator_checking(crd_name: &str) -> (std::process::ExitStatus, String) {
     let dir = temp_dir(crd_name);
     let log = dir.join("operator.log");
     let mut child = Command::new(BIN)
-        .args(["run", "--metrics-addr", "127.0.0.1:0", "--leader-elect", "false"])
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0", "--leader-elect", "false"])
         .env("KUBECONFIG", cluster::kubeconfig())
         .env(neuron_dra_operator::client::CHECK_CRD_ENV, crd_name)
         .stdout(Stdio::null())

@@ -17,7 +17,7 @@ fn run_without_the_lease_namespace_says_what_is_missing_in_one_line() {
     let kubeconfig = operator_kubeconfig(&dir);
     let missing = format!("{id}-system");
     let mut child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
-        .args(["run", "--metrics-addr", "127.0.0.1:0", "--lease-namespace", &missing])
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0", "--lease-namespace", &missing])
         .env("KUBECONFIG", &kubeconfig)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

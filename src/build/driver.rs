@@ -33,11 +33,18 @@ pub fn plugin_name(config_name: &str) -> String {
     format!("neuron-dra-{config_name}")
 }
 
+/// The Pod Security Admission label the driver namespace carries, and its level: the plugin mounts kubelet
+/// directories from the host (hostPath), which only `privileged` admits, so a stricter cluster default cannot
+/// refuse its pods, and the namespace says plainly what it allows.
+pub const POD_SECURITY_ENFORCE: (&str, &str) = ("pod-security.kubernetes.io/enforce", "privileged");
+
 /// The driver namespace. No owner reference: it may hold other things, so the operator only deletes one it created
 /// once no config uses it.
 pub fn namespace(config: &ValidatedConfig) -> Namespace {
     let mut metadata = shared_meta(config, &config.spec.driver.namespace);
     metadata.owner_references = None;
+    let (key, level) = POD_SECURITY_ENFORCE;
+    metadata.labels.get_or_insert_default().insert(key.into(), level.into());
     Namespace { metadata, ..Namespace::default() }
 }
 

@@ -234,6 +234,15 @@ fn shared_objects_carry_a_non_controller_owner_reference() {
 }
 
 #[test]
+fn the_driver_namespace_admits_privileged_pods_for_the_plugins_host_paths() {
+    let desired = build(&config(json!([])), &[]);
+    let labels = desired.namespace.metadata.labels.clone().unwrap();
+    assert_eq!(labels["pod-security.kubernetes.io/enforce"], "privileged");
+    let volumes = desired.daemon_set.spec.unwrap().template.spec.unwrap().volumes.unwrap();
+    assert!(volumes.iter().any(|v| v.host_path.is_some()), "the reason for the label");
+}
+
+#[test]
 fn daemon_set_has_every_chart_default() {
     let ds = build(&config(json!([])), &[]).daemon_set;
     let value = serde_json::to_value(&ds).unwrap();

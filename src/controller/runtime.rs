@@ -1,20 +1,31 @@
-//! The `run` command: the client and CRD check, the metrics server, leader election, and the controller until a
-//! signal or a lost lease stops it.
+//! The `run` command: the client and CRD check, the probe and metrics servers, leader election, and the controller
+//! until a signal or a lost lease stops it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use super::run_controller;
+use crate::server::{self, MetricsSecurity};
 use crate::telemetry::{Metrics, Readiness};
 
 /// Options of `neuron-dra-operator run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Address of the /metrics, /healthz and /readyz server.
-    #[arg(long, default_value = "0.0.0.0:8080", env = "METRICS_ADDR")]
+    /// Address of /metrics (HTTPS; callers need a bearer token whose user may `get` the URL /metrics).
+    #[arg(long, default_value = "0.0.0.0:8443", env = "METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
+    /// Serve /metrics over HTTPS to authorized callers only; `false` serves it in plain HTTP to anyone (local runs).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub metrics_secure: bool,
+    /// Directory with tls.crt and tls.key for /metrics (a mounted TLS Secret); default: a self-signed certificate.
+    #[arg(long)]
+    pub metrics_cert_dir: Option<PathBuf>,
+    /// Address of /healthz and /readyz (plain HTTP, for the kubelet's probes).
+    #[arg(long, default_value = "0.0.0.0:8081", env = "PROBE_ADDR")]
+    pub probe_addr: SocketAddr,
     /// Elect a leader through a Lease so only one replica writes.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "LEADER_ELECT")]
     pub leader_elect: bool,
@@ -62,14 +73,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         crate::leader::check_namespace(&client, &args.lease_namespace).await?;
     }
 
+    let security = if args.metrics_secure {
+        let tls = server::tls_config(args.metrics_cert_dir.as_deref())?;
+        // A client of its own: the reviews each scrape costs are not the operator's work, so `api_requests` (and the
+        // "no writes while idle" promise) leaves them out.
+        MetricsSecurity::Https { tls, client: kube::Client::try_default().await? }
+    } else {
+        MetricsSecurity::Plain
+    };
+    let metrics_listener = server::bind(args.metrics_addr, "--metrics-addr")?;
+    let probe_listener = server::bind(args.probe_addr, "--probe-addr")?;
+
     let readiness = Readiness::default();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let server = tokio::spawn(crate::telemetry::serve(
-        args.metrics_addr,
-        metrics.clone(),
-        readiness.clone(),
-        wait_for(stop_rx.clone()),
-    ));
+    let probes = tokio::spawn(server::serve_probes(probe_listener, readiness.clone(), wait_for(stop_rx.clone())));
+    let metrics_server =
+        tokio::spawn(server::serve_metrics(metrics_listener, metrics.clone(), security, wait_for(stop_rx.clone())));
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
@@ -82,7 +101,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         match crate::leader::acquire(&client, &args.lease(), stop_rx.clone()).await? {
             Some(leadership) => Some(leadership),
             None => {
-                let _ = server.await;
+                let _ = tokio::join!(probes, metrics_server);
                 return Ok(()); // asked to stop while standing by
             }
         }
@@ -108,7 +127,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(leadership) = leadership {
         leadership.release().await;
     }
-    server.abort();
+    probes.abort();
+    metrics_server.abort();
     if lost_leadership && !*stop_rx.borrow() {
         anyhow::bail!("lost leadership; exiting so a fresh start rejoins the election");
     }

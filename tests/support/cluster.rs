@@ -1,6 +1,7 @@
 //! The integration-test harness: a client for the real local control plane (`make controlplane-up`), the CRD and
 //! the operator's shipped RBAC installed once, unique names per test, and the operator as a real process running
-//! under its ServiceAccount's token.
+//! under its ServiceAccount's token. Its `/metrics` is read as Prometheus would: over HTTPS (curl), with the token
+//! of a ServiceAccount bound to the shipped `metrics-reader` ClusterRole.
 
 #![allow(dead_code)]
 
@@ -8,8 +9,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Once;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -18,6 +19,10 @@ pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
 pub const OPERATOR_SA: &str = "neuron-dra-operator";
 /// Label that ties a test's configs to the operator that test runs (`--config-selector`).
 pub const TEST_LABEL: &str = "neurondra.io/test";
+/// The shipped ClusterRole that allows `get` on `/metrics`.
+pub const METRICS_READER_ROLE: &str = "neuron-dra-operator-metrics-reader";
+/// The tests' scraper: a ServiceAccount in the operator's namespace bound to `METRICS_READER_ROLE`.
+pub const SCRAPER_SA: &str = "test-metrics-scraper";
 
 pub fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -128,6 +133,63 @@ pub fn token_kubeconfig(path: &Path, token: &str) -> PathBuf {
     path.to_path_buf()
 }
 
+/// A token of the tests' scraper ServiceAccount, which may read `/metrics` (made once per test process).
+pub fn metrics_reader_token() -> String {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            install();
+            let objects = format!(
+                "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {SCRAPER_SA}, namespace: {OPERATOR_NAMESPACE}}}\n---\n\
+                 apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {SCRAPER_SA}}}\n\
+                 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {METRICS_READER_ROLE}}}\n\
+                 subjects: [{{kind: ServiceAccount, name: {SCRAPER_SA}, namespace: {OPERATOR_NAMESPACE}}}]\n"
+            );
+            kubectl_with(&kubeconfig(), &["apply", "-f", "-"], Some(&objects)).unwrap();
+            token(OPERATOR_NAMESPACE, SCRAPER_SA)
+        })
+        .clone()
+}
+
+/// A TokenRequest token of a ServiceAccount.
+pub fn token(namespace: &str, service_account: &str) -> String {
+    kubectl(&["create", "token", service_account, "-n", namespace, "--duration=2h"]).trim().to_string()
+}
+
+/// GET over HTTPS with curl (any certificate), with a bearer token when given; None while nothing answers.
+pub fn https_get(url: &str, token: Option<&str>) -> Option<(u16, String)> {
+    https_get_with(url, token, &["-k"])
+}
+
+/// GET over HTTPS with curl and extra curl arguments (`--cacert`, `--resolve`): (status, body), or None when
+/// curl got no HTTP answer (nothing listening, or the TLS handshake failed).
+pub fn https_get_with(url: &str, token: Option<&str>, curl_args: &[&str]) -> Option<(u16, String)> {
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "--max-time", "5", "-w", "\n%{http_code}"]).args(curl_args);
+    if let Some(token) = token {
+        curl.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    let out = curl.arg(url).stdin(Stdio::null()).output().expect("curl runs");
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n')?;
+    Some((code.trim().parse().ok()?, body.to_string()))
+}
+
+/// GET over plain HTTP; None while nothing answers.
+pub fn plain_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((code, body))
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -135,7 +197,10 @@ pub fn free_port() -> u16 {
 /// The operator binary running as a child process under the shipped RBAC.
 pub struct Operator {
     child: Option<Child>,
+    /// `/metrics`, HTTPS.
     pub port: u16,
+    /// `/healthz` and `/readyz`, plain HTTP.
+    pub probe_port: u16,
     pub log: PathBuf,
 }
 
@@ -158,10 +223,11 @@ impl Operator {
         let dir = std::env::temp_dir().join(format!("ndo-{}", options.test_id));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = service_account_kubeconfig(&dir, namespace, service_account);
-        let port = free_port();
+        let (port, probe_port) = (free_port(), free_port());
         let log = dir.join(format!("operator-{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
             .args(["run", "--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(["--probe-addr", &format!("127.0.0.1:{probe_port}")])
             .args(["--config-selector", &format!("{TEST_LABEL}={}", options.test_id)])
             .args(["--lease-namespace", namespace, "--lease-name", options.lease, "--lease-duration", "6"])
             .args(options.extra)
@@ -171,23 +237,32 @@ impl Operator {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("operator starts");
-        Operator { child: Some(child), port, log }
+        Operator { child: Some(child), port, probe_port, log }
     }
 
-    /// GET a path of the metrics server; None while it does not answer.
+    /// GET a path: `/metrics` over HTTPS as the tests' scraper, anything else (the probes) over plain HTTP on the
+    /// probe port; None while it does not answer.
     pub fn http_get(&self, path: &str) -> Option<(u16, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        let code = response.split_whitespace().nth(1)?.parse().ok()?;
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-        Some((code, body))
+        if path.starts_with("/metrics") {
+            self.metrics_get(Some(&metrics_reader_token()))
+        } else {
+            plain_get(self.probe_port, path)
+        }
     }
 
+    /// GET `/metrics` over HTTPS with a bearer token, or none.
+    pub fn metrics_get(&self, token: Option<&str>) -> Option<(u16, String)> {
+        https_get(&format!("https://127.0.0.1:{}/metrics", self.port), token)
+    }
+
+    /// The metrics text; empty while the server does not answer. Any answer but 200 panics, so a refused scrape
+    /// can never read as "no requests".
     pub fn metrics(&self) -> String {
-        self.http_get("/metrics").map(|(_, body)| body).unwrap_or_default()
+        match self.http_get("/metrics") {
+            Some((200, body)) => body,
+            Some((code, body)) => panic!("GET /metrics answered {code}: {body}"),
+            None => String::new(),
+        }
     }
 
     /// Write requests (create/update/patch/delete) this operator sent, leases excluded.

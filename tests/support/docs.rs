@@ -1,5 +1,5 @@
-//! Commands docs/install.md shows for Helm and monitoring; tests/helm.rs and tests/monitoring.rs run them, and
-//! tests/install.rs checks that the doc shows exactly its own commands and these.
+//! Commands docs/install.md shows for Helm and monitoring; tests/helm.rs, tests/monitoring.rs and tests/metrics.rs
+//! run them, and tests/install.rs checks that the doc shows exactly its own commands and these.
 
 #![allow(dead_code)]
 
@@ -11,9 +11,18 @@ pub const HELM_UPGRADE: &str =
 pub const HELM_UNINSTALL: &str = "helm uninstall neuron-dra-operator -n neuron-dra-operator-system";
 pub const APPLY_PROMETHEUS: &str = "kubectl apply -k config/prometheus";
 pub const APPLY_GRAFANA: &str = "kubectl apply -k config/grafana";
+/// Lets a Prometheus running as ServiceAccount `monitoring/prometheus-k8s` (kube-prometheus' name) read `/metrics`.
+pub const BIND_METRICS_READER: &str = "kubectl create clusterrolebinding neuron-dra-operator-metrics-prometheus --clusterrole=neuron-dra-operator-metrics-reader --serviceaccount=monitoring:prometheus-k8s";
 
-pub const COMMANDS: &[&str] =
-    &[HELM_INSTALL, HELM_MONITORING, HELM_UPGRADE, HELM_UNINSTALL, APPLY_PROMETHEUS, APPLY_GRAFANA];
+pub const COMMANDS: &[&str] = &[
+    HELM_INSTALL,
+    HELM_MONITORING,
+    HELM_UPGRADE,
+    HELM_UNINSTALL,
+    APPLY_PROMETHEUS,
+    APPLY_GRAFANA,
+    BIND_METRICS_READER,
+];
 
 /// A documented `helm` command's arguments (without `helm`) for another release and namespace, so parallel tests
 /// and other installs in the cluster never share one.

@@ -1,0 +1,126 @@
+//! The operator's `/metrics` as a scraper meets it: HTTPS, a bearer token the API server authenticates
+//! (TokenReview), and a user allowed `get` on `/metrics` (SubjectAccessReview) through the shipped `metrics-reader`
+//! ClusterRole; the operator runs under the shipped RBAC. Also a certificate from `--metrics-cert-dir`, plain
+//! metrics only with `--metrics-secure=false`, and the probes on their own plain port.
+
+mod support {
+    pub mod cluster;
+    pub mod docs;
+}
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use support::cluster::{self, Operator, OperatorOptions, eventually, kubectl, kubectl_with, plain_get, unique};
+use support::docs;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn start(id: &str, extra: &[&str]) -> Operator {
+    Operator::start(OperatorOptions { test_id: id, lease: id, extra })
+}
+
+/// Waits until the probe port answers /healthz (both servers start together).
+async fn wait_serving(operator: &Operator) {
+    eventually(TIMEOUT, "the operator serves /healthz", || async {
+        (plain_get(operator.probe_port, "/healthz")?.0 == 200).then_some(())
+    })
+    .await;
+}
+
+/// Applies a namespace and a ServiceAccount in it.
+fn service_account(namespace: &str, name: &str) {
+    let objects = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {namespace}}}\n---\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {namespace}}}\n"
+    );
+    kubectl_with(&cluster::kubeconfig(), &["apply", "-f", "-"], Some(&objects)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_answer_401_without_a_valid_token_403_without_the_role_and_200_with_it() {
+    let id = unique("metricsauth");
+    let operator = start(&id, &[]);
+    wait_serving(&operator).await;
+
+    assert_eq!(operator.metrics_get(None).map(|r| r.0), Some(401), "no token");
+    assert_eq!(operator.metrics_get(Some("not-a-token")).map(|r| r.0), Some(401), "a token nobody issued");
+    let stranger = unique("stranger");
+    service_account(&stranger, "nobody");
+    let (code, body) = operator.metrics_get(Some(&cluster::token(&stranger, "nobody"))).unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains(&format!("system:serviceaccount:{stranger}:nobody")), "{body}");
+
+    let (code, body) = operator.metrics_get(Some(&cluster::metrics_reader_token())).unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("neuron_dra_operator_api_requests_total{"), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    // The reviews behind each scrape are not the operator's work: `api_requests` leaves them out.
+    assert!(!body.contains("tokenreviews") && !body.contains("subjectaccessreviews"), "{body}");
+
+    // Only HTTPS on the metrics port, and no metrics on the probe port.
+    assert!(plain_get(operator.port, "/metrics").is_none_or(|(code, _)| code != 200));
+    assert_eq!(plain_get(operator.probe_port, "/metrics").map(|r| r.0), Some(404));
+    assert_eq!(operator.http_get("/readyz").map(|r| r.0), Some(200));
+    let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &stranger, "--wait=false"], None);
+}
+
+/// docs/install.md's binding for Prometheus, run as shown: its ServiceAccount's token then reads the metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_binding_lets_prometheus_read_the_metrics() {
+    let id = unique("metricsdoc");
+    let operator = start(&id, &[]);
+    service_account("monitoring", "prometheus-k8s");
+    let words: Vec<&str> = docs::BIND_METRICS_READER.split(' ').collect();
+    let binding = words[3];
+    let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "clusterrolebinding", binding], None);
+    wait_serving(&operator).await;
+    let token = cluster::token("monitoring", "prometheus-k8s");
+    assert_eq!(operator.metrics_get(Some(&token)).map(|r| r.0), Some(403), "before the binding");
+
+    kubectl(&words[1..]);
+    let body = eventually(TIMEOUT, "Prometheus' token reads /metrics", || async {
+        operator.metrics_get(Some(&token)).filter(|(code, _)| *code == 200).map(|(_, body)| body)
+    })
+    .await;
+    assert!(body.contains("neuron_dra_operator_api_requests_total{"), "{body}");
+}
+
+/// A certificate from `--metrics-cert-dir` (tls.crt, tls.key, as a mounted TLS Secret has them) is the one served:
+/// curl verifies it against that certificate and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_from_the_cert_dir_is_served() {
+    let id = unique("metricscert");
+    let dir: PathBuf = std::env::temp_dir().join(format!("ndo-{id}-certs"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.join("tls.crt"), made.cert.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), made.signing_key.serialize_pem()).unwrap();
+    let operator = start(&id, &["--metrics-cert-dir", dir.to_str().unwrap()]);
+    wait_serving(&operator).await;
+
+    let url = format!("https://localhost:{}/metrics", operator.port);
+    let resolve = format!("localhost:{}:127.0.0.1", operator.port);
+    let ca = dir.join("tls.crt");
+    let token = cluster::metrics_reader_token();
+    let verified =
+        cluster::https_get_with(&url, Some(&token), &["--resolve", &resolve, "--cacert", ca.to_str().unwrap()]);
+    assert_eq!(verified.map(|r| r.0), Some(200));
+    // Another self-signed certificate does not verify it: the check is real.
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.join("other.crt"), other.cert.pem()).unwrap();
+    let other_ca = dir.join("other.crt");
+    let refused =
+        cluster::https_get_with(&url, Some(&token), &["--resolve", &resolve, "--cacert", other_ca.to_str().unwrap()]);
+    assert_eq!(refused, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_plain_and_open_only_when_asked() {
+    let id = unique("metricsplain");
+    let operator = start(&id, &["--metrics-secure=false"]);
+    wait_serving(&operator).await;
+    let (code, body) = plain_get(operator.port, "/metrics").unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("neuron_dra_operator_"), "{body}");
+}
