@@ -440,7 +440,7 @@ async fn metrics_and_events_report_the_work() {
     }
     let events = kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.name={}", s.id)]);
     assert!(events.contains("Created"), "{events}");
-    assert!(events.contains(&format!("ResourceClaimTemplate {ns}/train")), "{events}");
+    assert!(events.contains(&format!("ResourceClaimTemplate {ns}/")), "{events}");
     s.templates(&ns).delete("train", &DeleteParams::default()).await.unwrap();
     s.wait_templates(&ns, &["train", "serve-prefill", "serve-decode"]).await;
     let mut spec = small_spec(&[&ns]);

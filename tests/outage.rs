@@ -63,20 +63,21 @@ async fn running_and_leading(s: &mut Scenario) {
     .await;
 }
 
-async fn namespaces(s: &Scenario, count: usize) -> Vec<String> {
-    let mut names = Vec::new();
+/// One outage test at a time: an operator, `count` namespaces, and the config applied to them.
+async fn start(prefix: &str, count: usize) -> (tokio::sync::MutexGuard<'static, ()>, Scenario, Vec<String>) {
+    let one = ONE_AT_A_TIME.lock().await;
+    let s = Scenario::with_operator(prefix).await;
+    let mut namespaces = Vec::new();
     for i in 0..count {
-        names.push(s.namespace(&format!("t{i}"), &[]).await);
+        namespaces.push(s.namespace(&format!("t{i}"), &[]).await);
     }
-    names
+    s.apply(&s.config(&s.id, spec(&namespaces))).await.unwrap();
+    (one, s, namespaces)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_stopped_mid_rollout_and_started_again() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mut s = Scenario::with_operator("apidown").await;
-    let namespaces = namespaces(&s, 30).await;
-    s.apply(&s.config(&s.id, spec(&namespaces))).await.unwrap();
+    let (_one, mut s, namespaces) = start("apidown", 30).await;
     // Mid-rollout: the first templates are in, not all of them.
     eventually(TIMEOUT, "the rollout under way", || async {
         (!s.template_names(&namespaces[0]).await.is_empty()).then_some(())
@@ -95,10 +96,7 @@ async fn the_api_server_stopped_mid_rollout_and_started_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_stopped_and_started_again() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mut s = Scenario::with_operator("etcddown").await;
-    let namespaces = namespaces(&s, 5).await;
-    s.apply(&s.config(&s.id, spec(&namespaces))).await.unwrap();
+    let (_one, mut s, namespaces) = start("etcddown", 5).await;
     s.wait_ready(&s.id).await;
     controlplane("stop-component", "etcd");
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -172,10 +170,7 @@ impl Drop for Throttle {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_requests_are_retried_and_the_config_converges_under_the_throttle() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mut s = Scenario::with_operator("throttled").await;
-    let namespaces = namespaces(&s, 10).await;
-    s.apply(&s.config(&s.id, spec(&namespaces))).await.unwrap();
+    let (_one, mut s, namespaces) = start("throttled", 10).await;
     s.wait_ready(&s.id).await;
     let pid = s.operator().pid();
 
