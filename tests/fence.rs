@@ -14,17 +14,13 @@ use kube::{Client, ResourceExt};
 use neuron_dra_operator::build::{NEURON_DRIVER, plugin_name};
 use neuron_dra_operator::simulate::fleet::slice_name;
 use serde_json::json;
-use support::cluster::{eventually, kubectl, token_kubeconfig};
+use support::cluster::{client_from, eventually, token, token_kubeconfig};
 use support::fleet::Fleet;
 use support::scenario::TIMEOUT;
 
 /// A client that authenticates with `token`.
 async fn client_with(token: &str, name: &str) -> Client {
-    let path = std::env::temp_dir().join(format!("{name}.kubeconfig"));
-    token_kubeconfig(&path, token);
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
-    Client::try_from(config).unwrap()
+    client_from(&token_kubeconfig(&std::env::temp_dir().join(format!("{name}.kubeconfig")), token)).await
 }
 
 /// A one-device slice of `node` named `name`.
@@ -63,8 +59,8 @@ async fn a_plugin_token_writes_its_own_nodes_slices_and_no_other() {
     })
     .await;
     let bound = ["--bound-object-kind", "Pod", "--bound-object-name", &pod.name_any()];
-    let token = kubectl(&[&["create", "token", &service_account, "-n", &namespace][..], &bound].concat());
-    let plugin: Api<ResourceSlice> = Api::all(client_with(&token, &f.scenario.id).await);
+    let bound_token = token(&namespace, &service_account, &bound);
+    let plugin: Api<ResourceSlice> = Api::all(client_with(&bound_token, &f.scenario.id).await);
     let admin: Api<ResourceSlice> = Api::all(f.scenario.client.clone());
 
     // The policy takes effect once the API server has loaded it: until then a write for another node would pass.
@@ -98,7 +94,7 @@ async fn a_plugin_token_writes_its_own_nodes_slices_and_no_other() {
     plugin.delete(&mine.name_any(), &DeleteParams::default()).await.expect("the plugin deletes its own slice");
 
     // A token of the same ServiceAccount that no pod on a node holds names no node: refused outright.
-    let unbound = kubectl(&["create", "token", &service_account, "-n", &namespace]);
+    let unbound = token(&namespace, &service_account, &[]);
     let plugin: Api<ResourceSlice> = Api::all(client_with(&unbound, &format!("{}-unbound", f.scenario.id)).await);
     let refused = refusal(plugin.create(&PostParams::default(), &mine).await);
     assert!(refused.starts_with("403") && refused.contains("names no node"), "{refused}");

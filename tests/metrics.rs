@@ -47,7 +47,7 @@ async fn metrics_answer_401_without_a_valid_token_403_without_the_role_and_200_w
     assert_eq!(operator.metrics_get(Some("not-a-token")).map(|r| r.0), Some(401), "a token nobody issued");
     let stranger = unique("stranger");
     service_account(&stranger, "nobody");
-    let (code, body) = operator.metrics_get(Some(&cluster::token(&stranger, "nobody"))).unwrap();
+    let (code, body) = operator.metrics_get(Some(&cluster::token(&stranger, "nobody", &[]))).unwrap();
     assert_eq!(code, 403, "{body}");
     assert!(body.contains(&format!("system:serviceaccount:{stranger}:nobody")), "{body}");
 
@@ -75,7 +75,7 @@ async fn the_documented_binding_lets_prometheus_read_the_metrics() {
     let binding = words[3];
     let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "clusterrolebinding", binding], None);
     wait_serving(&operator).await;
-    let token = cluster::token("monitoring", "prometheus-k8s");
+    let token = cluster::token("monitoring", "prometheus-k8s", &[]);
     assert_eq!(operator.metrics_get(Some(&token)).map(|r| r.0), Some(403), "before the binding");
 
     kubectl(&words[1..]);

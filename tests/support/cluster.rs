@@ -86,12 +86,13 @@ pub fn install() {
 /// An admin client, with the CRD and RBAC installed.
 pub async fn admin() -> Client {
     install();
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(kubeconfig()).unwrap(),
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
+    client_from(&kubeconfig()).await
+}
+
+/// A client that authenticates as the kubeconfig at `path` says.
+pub async fn client_from(path: &Path) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
     Client::try_from(config).unwrap()
 }
 
@@ -110,8 +111,7 @@ pub fn operator_kubeconfig(dir: &Path) -> PathBuf {
 
 /// A kubeconfig that authenticates as any ServiceAccount (the Helm chart's, for example).
 pub fn service_account_kubeconfig(dir: &Path, namespace: &str, service_account: &str) -> PathBuf {
-    let token = kubectl(&["create", "token", service_account, "-n", namespace, "--duration=2h"]);
-    token_kubeconfig(&dir.join("operator.kubeconfig"), &token)
+    token_kubeconfig(&dir.join("operator.kubeconfig"), &token(namespace, service_account, &[]))
 }
 
 /// A kubeconfig at `path` that authenticates with `token` against the local control plane.
@@ -146,14 +146,15 @@ pub fn metrics_reader_token() -> String {
                  subjects: [{{kind: ServiceAccount, name: {SCRAPER_SA}, namespace: {OPERATOR_NAMESPACE}}}]\n"
             );
             kubectl_with(&kubeconfig(), &["apply", "-f", "-"], Some(&objects)).unwrap();
-            token(OPERATOR_NAMESPACE, SCRAPER_SA)
+            token(OPERATOR_NAMESPACE, SCRAPER_SA, &[])
         })
         .clone()
 }
 
-/// A TokenRequest token of a ServiceAccount.
-pub fn token(namespace: &str, service_account: &str) -> String {
-    kubectl(&["create", "token", service_account, "-n", namespace, "--duration=2h"]).trim().to_string()
+/// A TokenRequest token of a ServiceAccount, with extra `kubectl create token` arguments (a bound object).
+pub fn token(namespace: &str, service_account: &str, extra: &[&str]) -> String {
+    let args = [&["create", "token", service_account, "-n", namespace, "--duration=2h"][..], extra].concat();
+    kubectl(&args).trim().to_string()
 }
 
 /// GET over HTTPS with curl (any certificate), with a bearer token when given; None while nothing answers.
@@ -190,8 +191,10 @@ pub fn plain_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// `N` distinct free ports: every listener is held until all are bound, so two cannot be the same.
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<_> = (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
 /// The operator binary running as a child process under the shipped RBAC.
@@ -223,7 +226,7 @@ impl Operator {
         let dir = std::env::temp_dir().join(format!("ndo-{}", options.test_id));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = service_account_kubeconfig(&dir, namespace, service_account);
-        let (port, probe_port) = (free_port(), free_port());
+        let [port, probe_port] = free_ports();
         let log = dir.join(format!("operator-{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
             .args(["run", "--metrics-addr", &format!("127.0.0.1:{port}")])
