@@ -218,8 +218,10 @@ fn free_groups<'a>(
 pub struct Inputs<'a> {
     pub config: &'a ValidatedConfig,
     pub nodes: &'a [Arc<NodeView>],
-    /// The Neuron and EFA slices, by node name.
+    /// The Neuron driver's slices, by node name.
     pub slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
+    /// The EFA driver's slices, by node name.
+    pub efa_slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
     pub claims: &'a [Arc<ClaimView>],
     pub taint_rules: &'a [Arc<DeviceTaintRule>],
 }
@@ -235,7 +237,9 @@ pub fn assess(inputs: &Inputs) -> Vec<TemplateCapacity> {
         .filter(|n| filter.selects(n.labels()))
         .map(|n| {
             let name = n.metadata.name.as_deref().unwrap_or_default();
-            let slices = inputs.slices.get(name).into_iter().flatten().map(Arc::as_ref);
+            let neuron = inputs.slices.get(name).into_iter().flatten();
+            let efa = inputs.efa_slices.get(name).into_iter().flatten();
+            let slices = neuron.chain(efa).map(Arc::as_ref);
             node_devices(slices, &allocated, inputs.taint_rules, &sizes)
         })
         .collect();

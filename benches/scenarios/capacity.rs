@@ -88,10 +88,11 @@ fn computation(nodes: usize, claims: usize, table: &mut Table) {
     let spec = fleet_spec("cap", nodes);
     let node_views: Vec<Arc<NodeView>> = (0..nodes).map(|i| Arc::new(node_view(&fleet::node(&spec, i)))).collect();
     let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
+    let mut efa_slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
     for i in 0..nodes {
-        let mut own = vec![Arc::new(slice_view(&fleet::resource_slice(&spec, i, None)))];
-        own.extend(fleet::efa_slice(&spec, i, None).map(|s| Arc::new(slice_view(&s))));
-        slices.insert(spec.node_name(i), own);
+        slices.insert(spec.node_name(i), vec![Arc::new(slice_view(&fleet::resource_slice(&spec, i, None)))]);
+        let efa = fleet::efa_slice(&spec, i, None).map(|s| Arc::new(slice_view(&s)));
+        efa_slices.insert(spec.node_name(i), efa.into_iter().collect());
     }
     let claim_views: Vec<Arc<ClaimView>> = (0..claims)
         .map(|k| {
@@ -106,6 +107,7 @@ fn computation(nodes: usize, claims: usize, table: &mut Table) {
         config: &validated,
         nodes: &node_views,
         slices: &slices,
+        efa_slices: &efa_slices,
         claims: &claim_views,
         taint_rules: &[],
     };

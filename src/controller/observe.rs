@@ -14,7 +14,8 @@ use crate::build::LABEL_CONFIG;
 use crate::health;
 use crate::status::{Observation, Rollout, Validity};
 use crate::validate::ValidatedConfig;
-use crate::view::{PodView, SliceView};
+use crate::view::{ClaimView, NodeView, PodView, SliceView};
+use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
 pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
@@ -114,48 +115,67 @@ pub fn observation(
     }
 }
 
-/// Device and node health over the nodes this config selects, from the caches.
-pub fn assess_health(config: &ValidatedConfig, plugin_expected: bool, stores: &Stores) -> health::Assessment {
-    let nodes = stores.nodes.state();
-    let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
-    for slice in stores.slices.state() {
-        if let Some(node) = slice.spec.node_name.clone() {
-            slices.entry(node).or_default().push(slice);
-        }
-    }
-    let plugin_pods: HashMap<String, Arc<PodView>> = stores
-        .plugin_pods
-        .state()
-        .into_iter()
-        .filter(|pod| pod.labels().get(LABEL_CONFIG) == Some(&config.name))
-        .filter_map(|pod| Some((pod.node()?, pod)))
-        .collect();
-    let taint_rules = stores.taint_rules.state();
-    let holders = health::holders(&stores.claims.state());
-    health::assess(&health::Inputs {
-        spec: &config.spec,
-        nodes: &nodes,
-        slices: &slices,
-        plugin_pods: &plugin_pods,
-        taint_rules: &taint_rules,
-        plugin_expected,
-        holders: &holders,
-    })
+/// What health and capacity both read, taken from the caches once per reconcile.
+pub struct Snapshot {
+    nodes: Vec<Arc<NodeView>>,
+    /// The Neuron driver's slices and the EFA driver's, by node name.
+    slices: HashMap<String, Vec<Arc<SliceView>>>,
+    efa_slices: HashMap<String, Vec<Arc<SliceView>>>,
+    claims: Vec<Arc<ClaimView>>,
+    taint_rules: Vec<Arc<DeviceTaintRule>>,
 }
 
-/// Claims and room per template over the nodes this config selects, from the caches.
-pub fn assess_capacity(config: &ValidatedConfig, stores: &Stores) -> Vec<crate::api::TemplateCapacity> {
-    let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
-    for slice in stores.slices.state().into_iter().chain(stores.efa_slices.state()) {
+fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> {
+    let mut by_node: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
+    for slice in slices {
         if let Some(node) = slice.spec.node_name.clone() {
-            slices.entry(node).or_default().push(slice);
+            by_node.entry(node).or_default().push(slice);
         }
     }
-    crate::capacity::assess(&crate::capacity::Inputs {
-        config,
-        nodes: &stores.nodes.state(),
-        slices: &slices,
-        claims: &stores.claims.state(),
-        taint_rules: &stores.taint_rules.state(),
-    })
+    by_node
+}
+
+impl Snapshot {
+    pub fn new(stores: &Stores) -> Self {
+        Snapshot {
+            nodes: stores.nodes.state(),
+            slices: by_node(stores.slices.state()),
+            efa_slices: by_node(stores.efa_slices.state()),
+            claims: stores.claims.state(),
+            taint_rules: stores.taint_rules.state(),
+        }
+    }
+
+    /// Device and node health over the nodes this config selects.
+    pub fn health(&self, config: &ValidatedConfig, plugin_expected: bool, stores: &Stores) -> health::Assessment {
+        let plugin_pods: HashMap<String, Arc<PodView>> = stores
+            .plugin_pods
+            .state()
+            .into_iter()
+            .filter(|pod| pod.labels().get(LABEL_CONFIG) == Some(&config.name))
+            .filter_map(|pod| Some((pod.node()?, pod)))
+            .collect();
+        let holders = health::holders(&self.claims);
+        health::assess(&health::Inputs {
+            spec: &config.spec,
+            nodes: &self.nodes,
+            slices: &self.slices,
+            plugin_pods: &plugin_pods,
+            taint_rules: &self.taint_rules,
+            plugin_expected,
+            holders: &holders,
+        })
+    }
+
+    /// Claims and room per template over the nodes this config selects.
+    pub fn capacity(&self, config: &ValidatedConfig) -> Vec<crate::api::TemplateCapacity> {
+        crate::capacity::assess(&crate::capacity::Inputs {
+            config,
+            nodes: &self.nodes,
+            slices: &self.slices,
+            efa_slices: &self.efa_slices,
+            claims: &self.claims,
+            taint_rules: &self.taint_rules,
+        })
+    }
 }

@@ -132,9 +132,10 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         events::publish(ctx, &reference, EventType::Warning, Reason::Conflict.as_str(), "Apply", message).await;
     }
     let mut observation = observe::observation(config.meta().generation, &plan, driver, &pass.report, &ctx.stores);
-    let assessment = observe::assess_health(&plan.config, plan.driver != Driver::BlockedByConflict, &ctx.stores);
+    let snapshot = observe::Snapshot::new(&ctx.stores);
+    let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict, &ctx.stores);
     events::health(ctx, &reference, previous, &assessment).await;
-    observation.capacity = observe::assess_capacity(&plan.config, &ctx.stores);
+    observation.capacity = snapshot.capacity(&plan.config);
     observation.health = Some(assessment.health);
     record_gauges(ctx, &plan, config, &observation, &pass.report);
     write_status(config, &observation, ctx).await?;
