@@ -70,14 +70,26 @@ lint:
 unit-test:
 	$(CARGO) test --locked --lib --bins --test render_cli
 
-## Everything: lint, then unit and integration tests against a real local control plane, which is stopped
-## again even when a test fails. Helm, promtool and the bundle validator are built first (cached in ~/.cache),
-## so their first build does not compete with timing-sensitive tests.
+## The supported Kubernetes range (README "Kubernetes versions"): the whole suite runs on the oldest, the tests of
+## what changed in DRA since then on the newest.
+KUBE_OLDEST := v1.34.4
+KUBE_NEWEST := v1.37.2
+NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions
+
+## Everything: lint, then unit and integration tests against a real local control plane of each end of the
+## supported range, stopped again even when a test fails. Helm, promtool, the bundle validator and both control
+## planes are built first (cached in ~/.cache), so their first build does not compete with timing-sensitive tests.
 test: lint
 	$(CARGO) build --locked --all-targets
 	hack/tools.sh build
-	$(CONTROLPLANE_SH) up
+	KUBE_VERSION=$(KUBE_OLDEST) $(CONTROLPLANE_SH) build
+	KUBE_VERSION=$(KUBE_NEWEST) $(CONTROLPLANE_SH) build
+	KUBE_VERSION=$(KUBE_OLDEST) $(CONTROLPLANE_SH) up
 	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast -- --test-threads=4 || status=$$?; \
+	$(CONTROLPLANE_SH) down; [ $$status = 0 ] || exit $$status
+	KUBE_VERSION=$(KUBE_NEWEST) $(CONTROLPLANE_SH) up
+	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NEWEST_TESTS) -- --test-threads=4 \
+	  || status=$$?; \
 	$(CONTROLPLANE_SH) down; exit $$status
 
 ## Benchmarks on a fresh local control plane; prints one table (see README "Benchmarks").

@@ -16,29 +16,53 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MODULE_DIR="${REPO_ROOT}/tests/controlplane"
 STATE_DIR="${REPO_ROOT}/target/controlplane"
 KUBECONFIG_OUT="${STATE_DIR}/kubeconfig"
 
-# The Kubernetes version has a single source of truth: the require line in
-# tests/controlplane/go.mod.
-KUBE_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "${MODULE_DIR}/go.mod")"
-[[ "${KUBE_VERSION}" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || {
-  echo "controlplane: cannot read k8s.io/kubernetes version from ${MODULE_DIR}/go.mod" >&2
+# Which Kubernetes: KUBE_VERSION (default the oldest supported release). Each supported minor has its own
+# wrapper module, tests/controlplane/v1.<minor>, whose require line is the single source of the exact release.
+KUBE_VERSION="${KUBE_VERSION:-v1.34.4}"
+[[ "${KUBE_VERSION}" =~ ^v?([0-9]+)\.([0-9]+)(\.[0-9]+)?$ ]] || {
+  echo "controlplane: KUBE_VERSION=${KUBE_VERSION} is not a version like v1.37.2" >&2
   exit 1
 }
 KUBE_MAJOR="${BASH_REMATCH[1]}"
 KUBE_MINOR="${BASH_REMATCH[2]}"
+MODULE_DIR="${REPO_ROOT}/tests/controlplane/v${KUBE_MAJOR}.${KUBE_MINOR}"
+[[ -f "${MODULE_DIR}/go.mod" ]] || {
+  echo "controlplane: no wrapper module for ${KUBE_VERSION}; supported: $(cd "${REPO_ROOT}/tests/controlplane" && ls -d v1.* | tr '\n' ' ')" >&2
+  exit 1
+}
+MODULE_VERSION="$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "${MODULE_DIR}/go.mod")"
+if [[ -n "${BASH_REMATCH[3]}" && "v${KUBE_VERSION#v}" != "${MODULE_VERSION}" ]]; then
+  echo "controlplane: tests/controlplane/v${KUBE_MAJOR}.${KUBE_MINOR} builds ${MODULE_VERSION}, not ${KUBE_VERSION}" >&2
+  exit 1
+fi
+KUBE_VERSION="${MODULE_VERSION}"
 
 CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/controlplane/${KUBE_VERSION}"
 BIN_DIR="${CACHE_DIR}/bin"
 BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+ETCD_DIR="${REPO_ROOT}/tests/controlplane/etcd"
 
-FEATURE_GATES="DRADeviceTaints=true"
-# v1 is the served/stored DRA version in 1.34; v1alpha3 carries DeviceTaintRule.
-# The beta versions are on by default in 1.34 but are listed so clients that
-# still speak them keep working if that default changes.
-RUNTIME_CONFIG="resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
+# What each release needs switched on to serve what the operator and its tests use. Everything else is the
+# release's default, so each run sees what a cluster of that version serves.
+case "${KUBE_MINOR}" in
+  34)
+    # Device taints are alpha in 1.34 (DeviceTaintRule in resource.k8s.io/v1alpha3, off by default); EKS 1.34
+    # enables neither, so the tests that need them switch them on here. The beta DRA versions are listed so
+    # clients that still speak them keep working if that default changes. Extended-resource mapping
+    # (DRAExtendedResource, alpha) stays off: the operator must refuse it on this version.
+    FEATURE_GATES="DRADeviceTaints=true"
+    RUNTIME_CONFIG="resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"
+    ;;
+  *)
+    # 1.37: device taints, DeviceTaintRule (resource.k8s.io/v1), extended-resource mapping and the prioritized
+    # list are GA and on by default.
+    FEATURE_GATES=""
+    RUNTIME_CONFIG=""
+    ;;
+esac
 # Only the controllers the operator relies on. Deliberately NOT enabled, because
 # there is no kubelet: node-lifecycle (would taint every Node NotReady and evict
 # pods), pod-garbage-collector (deletes pods bound to unknown nodes), ttl, and
@@ -63,7 +87,7 @@ die() { log "$*"; exit 1; }
 build_stamp() {
   (
     cd "${MODULE_DIR}"
-    cat go.mod go.sum tools.go etcd/go.mod etcd/go.sum etcd/main.go
+    cat go.mod go.sum tools.go "${ETCD_DIR}"/go.mod "${ETCD_DIR}"/go.sum "${ETCD_DIR}"/main.go
     go env GOVERSION
     declare -f cmd_build
   ) | sha256sum | cut -d' ' -f1
@@ -111,7 +135,7 @@ cmd_build() {
   log "building kube-scheduler ${KUBE_VERSION} ..."
   (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler)
   log "building etcd..."
-  (cd "${MODULE_DIR}/etcd" && "${goenv[@]}" go build -trimpath -ldflags "-s -w" -o "${BIN_DIR}/etcd.tmp" .)
+  (cd "${ETCD_DIR}" && "${goenv[@]}" go build -trimpath -ldflags "-s -w" -o "${BIN_DIR}/etcd.tmp" .)
   local b
   for b in "${BINARIES[@]}"; do mv -f "${BIN_DIR}/${b}.tmp" "${BIN_DIR}/${b}"; done
   echo "${stamp}" >"${BIN_DIR}/.stamp"
@@ -347,7 +371,9 @@ cmd_up() {
   lock_state
 
   if [[ -d "${STATE_DIR}" ]]; then
-    if all_alive && apiserver_ready && [[ -f "${KUBECONFIG_OUT}" ]]; then
+    if [[ "$(cat "${STATE_DIR}/version" 2>/dev/null)" != "${KUBE_VERSION}" ]]; then
+      log "the running control plane is not ${KUBE_VERSION}: replacing it"
+    elif all_alive && apiserver_ready && [[ -f "${KUBECONFIG_OUT}" ]]; then
       log "already running, reusing it"
       print_export
       return 0
@@ -357,6 +383,7 @@ cmd_up() {
     rm -rf "${STATE_DIR}"
   fi
   mkdir -p "${STATE_DIR}"
+  echo "${KUBE_VERSION}" >"${STATE_DIR}/version"
   SECONDS=0
 
   gen_pki

@@ -9,9 +9,9 @@
 // replaces here, pointing at the published tags that match the release
 // (k8s.io/kubernetes v1.X.Y <=> staging modules v0.X.Y).
 //
-// To bump Kubernetes: change the version below, every v0.34.4 in the replace
-// block, and KUBE_VERSION in hack/controlplane.sh, then run `go mod tidy`.
-module neuron-dra-operator/tests/controlplane
+// To bump Kubernetes: change the version below, every v0.X.Y in the replace
+// block, then run `go mod tidy`.
+module neuron-dra-operator/tests/controlplane/v1.34
 
 go 1.24.0
 
