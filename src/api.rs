@@ -25,6 +25,14 @@ static INSTANCE_TYPE: LazyLock<regex::Regex> =
 static DRIVER_VERSION: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^[0-9]+(\.[0-9]+){1,3}$").unwrap());
 
+/// `<DNS subdomain>/<name>`, outside the `kubernetes.io` domains (which the API server keeps for itself).
+pub const EXTENDED_RESOURCE_PATTERN: &str =
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+static EXTENDED_RESOURCE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    // The regex crate has no look-around: the kubernetes.io exclusion is checked in `validate`.
+    regex::Regex::new(EXTENDED_RESOURCE_PATTERN).unwrap()
+});
+
 pub const GROUP: &str = "neurondra.io";
 pub const DEFAULT_DRIVER_IMAGE: &str = "public.ecr.aws/neuron/neuron-dra-driver:1.1.0";
 pub const DEFAULT_DRIVER_NAMESPACE: &str = "neuron-dra-driver";
@@ -51,6 +59,7 @@ pub const MAX_DISAGGREGATED_NAME: usize = 63 - "-prefill".len();
     printcolumn(name = "Templates", type_ = "integer", json_path = ".status.templates.count"),
     printcolumn(name = "Room", type_ = "integer", json_path = ".status.templates.minAvailable"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("!has(self.spec.extendedResourceName) || size(self.spec.deviceClassName) <= 245").message("spec.deviceClassName: must be at most 245 characters with extendedResourceName (the extra DeviceClass is named devices.<deviceClassName>)"),
     validation = Rule::new("size(self.metadata.name) <= 40").message("metadata.name: must be at most 40 characters (it names the plugin DaemonSet)"),
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -71,6 +80,19 @@ pub struct NeuronDRAConfigSpec {
     #[schemars(default = "default_device_class")]
     #[validate(length(min = 1, max = 253), regex(path = *DNS_SUBDOMAIN))]
     pub device_class_name: String,
+
+    /// Serves pods that ask for this extended resource the old way (`resources.limits: {aws.amazon.com/neuron:
+    /// 4}`) with DRA: the migration path off the legacy Neuron device plugin. The operator then also makes the
+    /// DeviceClass `devices.<deviceClassName>`, which selects Neuron devices only (never UltraServer node entries)
+    /// and names this resource; the scheduler turns each such request into a claim for that many devices. Needs a
+    /// server with extended-resource mapping (Kubernetes 1.36 or newer); elsewhere the config is refused
+    /// (`ConfigValid=False`, reason `Unsupported`) and nothing is applied. Remove the device plugin from these
+    /// nodes first, or both will hand out the same devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = EXTENDED_RESOURCE_PATTERN), length(max = 253))]
+    #[x_kube(validation = Rule::new("!self.matches('(^|[.])kubernetes[.]io/')").message("must not be in the kubernetes.io domain (kept for Kubernetes' own resources)"))]
+    #[validate(length(max = 253), regex(path = *EXTENDED_RESOURCE, message = "must be a qualified name `<domain>/<name>` outside kubernetes.io, like aws.amazon.com/neuron"))]
+    pub extended_resource_name: Option<String>,
 
     /// Where ResourceClaimTemplates are created: an explicit namespace list, a namespace selector, or both.
     #[serde(default)]
@@ -408,6 +430,16 @@ pub struct NeuronDRAConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unhealthy_devices: Vec<UnhealthyDevice>,
 
+    /// Devices with an informational taint (`effect: None`, Kubernetes 1.35+): still schedulable and counted
+    /// healthy, listed with the claim and pods a `NoExecute` taint would evict (bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub informational_taints: Vec<UnhealthyDevice>,
+
+    /// DeviceTaintRules that taint at least one device of the selected nodes, with their eviction progress
+    /// (bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taint_rules: Vec<TaintRuleSummary>,
+
     /// Nodes with a problem worth acting on (bounded).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_issues: Vec<NodeIssue>,
@@ -473,7 +505,7 @@ pub struct UnhealthyDevice {
     pub device: String,
     /// Taint key (or `Missing` for a device the node should have but does not publish).
     pub reason: String,
-    /// NoSchedule or NoExecute.
+    /// NoSchedule or NoExecute (None in `informationalTaints`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effect: Option<String>,
     /// The ResourceClaim (`namespace/name`) that holds the device, if it is allocated.
@@ -482,6 +514,25 @@ pub struct UnhealthyDevice {
     /// The pods (`namespace/name`) that reserve that claim: the workloads the sick device touches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<String>,
+}
+
+/// A DeviceTaintRule that taints devices of this config.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaintRuleSummary {
+    pub name: String,
+    /// The taint's key.
+    pub key: String,
+    /// NoSchedule, NoExecute or None.
+    pub effect: String,
+    /// Devices of the selected nodes it taints.
+    pub devices: i64,
+    /// The rule's `EvictionInProgress` condition (Kubernetes 1.36+): whether pods are still being evicted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evicting: Option<bool>,
+    /// That condition's message (pods pending eviction and evicted; for `effect: None`, what `NoExecute` would do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// One node problem.

@@ -8,14 +8,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
-
 use crate::build::{EFA_DRIVER, EFA_PCI_DEVICE, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, NEURON_DRIVER};
 use kube::ResourceExt;
 
 use crate::api::TemplateCapacity;
 use crate::health::taint_of;
 use crate::nodes::NodeFilter;
+use crate::taint_rule::TaintRuleView;
 use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
 use crate::view::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, NodeView, SliceView};
 
@@ -120,7 +119,7 @@ impl<'a> Allocated<'a> {
 pub fn node_devices<'a>(
     slices: impl IntoIterator<Item = &'a SliceView>,
     allocated: &Allocated,
-    taint_rules: &[Arc<DeviceTaintRule>],
+    taint_rules: &[Arc<TaintRuleView>],
     sizes: &GroupSizes,
 ) -> NodeDevices<'a> {
     let mut node = NodeDevices::default();
@@ -223,7 +222,7 @@ pub struct Inputs<'a> {
     /// The EFA driver's slices, by node name.
     pub efa_slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
     pub claims: &'a [Arc<ClaimView>],
-    pub taint_rules: &'a [Arc<DeviceTaintRule>],
+    pub taint_rules: &'a [Arc<TaintRuleView>],
 }
 
 /// Claims and room for every template of the config, in template order.

@@ -6,13 +6,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 use kube::ResourceExt;
 
-use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, UnhealthyDevice};
+use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, TaintRuleSummary, UnhealthyDevice};
 use crate::build::NEURON_DRIVER;
 use crate::nodes::{self, NodeFilter};
 use crate::status::Health;
+use crate::taint_rule::{self, EFFECT_NONE, TaintRuleView};
 use crate::view::{ClaimView, DeviceView, NodeView, PodView, SliceView};
 
 /// Entries kept in `unhealthyDevices` and in `nodeIssues` each.
@@ -34,7 +34,7 @@ pub struct Inputs<'a> {
     pub slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
     /// This config's plugin pods, by node name.
     pub plugin_pods: &'a HashMap<String, Arc<PodView>>,
-    pub taint_rules: &'a [Arc<DeviceTaintRule>],
+    pub taint_rules: &'a [Arc<TaintRuleView>],
     /// Whether this config's DaemonSet is applied (else plugin pods are not expected).
     pub plugin_expected: bool,
     /// The claim holding each allocated Neuron device, by (pool, device).
@@ -67,6 +67,9 @@ pub fn assess(inputs: &Inputs) -> Assessment {
     let expected_version = image_version(&inputs.spec.driver.image);
     let mut summary = DeviceSummary::default();
     let mut devices: Vec<(Option<i64>, UnhealthyDevice)> = Vec::new();
+    let mut informational: Vec<UnhealthyDevice> = Vec::new();
+    // Devices of this config's nodes each rule taints, by rule name.
+    let mut rule_devices: HashMap<&str, i64> = HashMap::new();
     let mut issues: Vec<NodeIssue> = Vec::new();
     let mut affected_claims = BTreeSet::new();
 
@@ -102,23 +105,25 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             if let Some(version) = device.dra_driver_version() {
                 versions.insert(version.to_string());
             }
+            for rule in inputs.taint_rules.iter().filter(|rule| taint_rule::matches(rule, slice, device)) {
+                *rule_devices.entry(rule.metadata.name.as_deref().unwrap_or_default()).or_default() += 1;
+            }
+            let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.clone()));
+            let entry = |reason: String, effect: String| UnhealthyDevice {
+                node: name.clone(),
+                device: device.name.clone(),
+                reason,
+                effect: Some(effect),
+                claim: holder.map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any())),
+                pods: holder.map(|c| c.pods()).unwrap_or_default(),
+            };
             if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
                 summary.unhealthy += 1;
-                let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.clone()));
-                let claim =
-                    holder.map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any()));
-                affected_claims.extend(claim.clone());
-                devices.push((
-                    added,
-                    UnhealthyDevice {
-                        node: name.clone(),
-                        device: device.name.clone(),
-                        reason,
-                        effect: Some(effect),
-                        claim,
-                        pods: holder.map(|c| c.pods()).unwrap_or_default(),
-                    },
-                ));
+                let entry = entry(reason, effect);
+                affected_claims.extend(entry.claim.clone());
+                devices.push((added, entry));
+            } else if let Some(reason) = informational_taint(slice, device, inputs.taint_rules) {
+                informational.push(entry(reason, EFFECT_NONE.into()));
             }
         }
         let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| d.device_id()).collect();
@@ -158,10 +163,13 @@ pub fn assess(inputs: &Inputs) -> Assessment {
     // Most recent taint first, then by node and device; missing devices (no time) last.
     devices.sort_by(|(ta, a), (tb, b)| tb.cmp(ta).then_with(|| (&a.node, &a.device).cmp(&(&b.node, &b.device))));
     issues.sort_by(|a, b| (&a.node, &a.reason).cmp(&(&b.node, &b.reason)));
+    informational.sort_by(|a, b| (&a.node, &a.device).cmp(&(&b.node, &b.device)));
     Assessment {
         health: Health {
             summary,
             unhealthy_devices: devices.into_iter().take(MAX_LISTED).map(|(_, d)| d).collect(),
+            informational_taints: informational.into_iter().take(MAX_LISTED).collect(),
+            taint_rules: rule_summaries(inputs.taint_rules, &rule_devices),
             node_issues: issues.into_iter().take(MAX_LISTED).collect(),
             affected_claims: affected_claims.len(),
         },
@@ -231,29 +239,52 @@ pub fn image_version(image: &str) -> Option<String> {
 pub fn taint_of(
     slice: &SliceView,
     device: &DeviceView,
-    rules: &[Arc<DeviceTaintRule>],
+    rules: &[Arc<TaintRuleView>],
 ) -> Option<(String, String, Option<i64>)> {
     let effective = |effect: &str| matches!(effect, "NoSchedule" | "NoExecute");
     if let Some(t) = device.taints.iter().find(|t| effective(&t.effect)) {
         return Some((t.key.clone(), t.effect.clone(), t.time_added.as_ref().map(|t| t.0.as_second())));
     }
-    rules.iter().find(|rule| effective(&rule.spec.taint.effect) && rule_matches(rule, slice, device)).map(|rule| {
-        let added =
-            rule.spec.taint.time_added.as_ref().or(rule.metadata.creation_timestamp.as_ref()).map(|t| t.0.as_second());
-        (rule.spec.taint.key.clone(), rule.spec.taint.effect.clone(), added)
+    rules.iter().find(|rule| effective(&rule.spec.taint.effect) && taint_rule::matches(rule, slice, device)).map(
+        |rule| {
+            let added = rule.spec.taint.time_added.as_ref().or(rule.metadata.creation_timestamp.as_ref());
+            (rule.spec.taint.key.clone(), rule.spec.taint.effect.clone(), added.map(|t| t.0.as_second()))
+        },
+    )
+}
+
+/// The key of the first `effect: None` taint on a device (slice or rule): it informs, the device stays usable.
+fn informational_taint(slice: &SliceView, device: &DeviceView, rules: &[Arc<TaintRuleView>]) -> Option<String> {
+    let from_slice = device.taints.iter().find(|t| t.effect == EFFECT_NONE).map(|t| t.key.clone());
+    from_slice.or_else(|| {
+        rules
+            .iter()
+            .find(|rule| rule.spec.taint.effect == EFFECT_NONE && taint_rule::matches(rule, slice, device))
+            .map(|rule| rule.spec.taint.key.clone())
     })
 }
 
-/// Driver, pool and device name must match where set. Rules with CEL selectors are not evaluated here (they would
-/// need a CEL runtime) and count only when they also name the device.
-fn rule_matches(rule: &DeviceTaintRule, slice: &SliceView, device: &DeviceView) -> bool {
-    let Some(selector) = rule.spec.device_selector.as_ref() else { return true };
-    let same = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-    let has_cel = selector.selectors.as_ref().is_some_and(|s| !s.is_empty());
-    same(&selector.driver, &slice.spec.driver)
-        && same(&selector.pool, &slice.spec.pool.name)
-        && same(&selector.device, &device.name)
-        && (!has_cel || selector.device.is_some())
+/// The rules that taint at least one of this config's devices, with their eviction status, sorted by name.
+fn rule_summaries(rules: &[Arc<TaintRuleView>], devices: &HashMap<&str, i64>) -> Vec<TaintRuleSummary> {
+    let mut summaries: Vec<TaintRuleSummary> = rules
+        .iter()
+        .filter_map(|rule| {
+            let name = rule.metadata.name.clone()?;
+            let devices = *devices.get(name.as_str())?;
+            let eviction = taint_rule::eviction(rule);
+            Some(TaintRuleSummary {
+                key: rule.spec.taint.key.clone(),
+                effect: rule.spec.taint.effect.clone(),
+                devices,
+                evicting: eviction.map(|c| c.status == "True"),
+                message: eviction.map(|c| c.message.clone()).filter(|m| !m.is_empty()),
+                name,
+            })
+        })
+        .collect();
+    summaries.sort_by(|a, b| a.name.cmp(&b.name));
+    summaries.truncate(MAX_LISTED);
+    summaries
 }
 
 #[cfg(test)]
@@ -281,7 +312,7 @@ mod tests {
         nodes: Vec<Arc<NodeView>>,
         slices: HashMap<String, Vec<Arc<SliceView>>>,
         pods: HashMap<String, Arc<PodView>>,
-        rules: Vec<Arc<DeviceTaintRule>>,
+        rules: Vec<Arc<TaintRuleView>>,
         holders: HashMap<(String, String), Arc<crate::view::ClaimView>>,
     }
 
@@ -390,7 +421,7 @@ mod tests {
     #[test]
     fn taint_rules_count_like_slice_taints() {
         let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
-        let rule: DeviceTaintRule = serde_json::from_value(json!({"metadata": {"name": "r"}, "spec": {
+        let rule: TaintRuleView = serde_json::from_value(json!({"metadata": {"name": "r"}, "spec": {
             "deviceSelector": {"driver": "neuron.aws.com", "pool": "a-0", "device": "neuron-device-7"},
             "taint": {"key": "maintenance", "effect": "NoSchedule"}}}))
         .unwrap();

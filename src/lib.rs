@@ -20,6 +20,7 @@ pub mod nodes;
 pub mod server;
 pub mod simulate;
 pub mod status;
+pub mod taint_rule;
 pub mod telemetry;
 pub mod validate;
 pub mod view;

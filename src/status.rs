@@ -5,8 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
-    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, TemplateCapacity,
-    TemplateSummary, UnhealthyDevice,
+    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, TaintRuleSummary,
+    TemplateCapacity, TemplateSummary, UnhealthyDevice,
 };
 
 /// Declares a string-valued enum whose variants serialize to their own names.
@@ -44,7 +44,7 @@ names! {
 names! {
     /// Every `reason` a condition can carry; the README's troubleshooting table lists them.
     Reason {
-        Valid, InvalidSpec, Conflict, Unparseable,
+        Valid, InvalidSpec, Conflict, Unparseable, Unsupported,
         RolloutComplete, RollingOut, Pending, NotApplied,
         Applied, Missing,
         AllHealthy, Unhealthy,
@@ -62,6 +62,8 @@ pub enum Validity {
     Unparseable(String),
     /// Overlaps an older config; the rest is applied.
     Conflict(String),
+    /// Asks for what this Kubernetes server does not support: why, naming the field. Nothing is applied.
+    Unsupported(String),
 }
 
 impl Validity {
@@ -71,6 +73,7 @@ impl Validity {
             Self::InvalidSpec(_) => Reason::InvalidSpec,
             Self::Unparseable(_) => Reason::Unparseable,
             Self::Conflict(_) => Reason::Conflict,
+            Self::Unsupported(_) => Reason::Unsupported,
         }
     }
 
@@ -100,6 +103,10 @@ pub enum Rollout {
 pub struct Health {
     pub summary: DeviceSummary,
     pub unhealthy_devices: Vec<UnhealthyDevice>,
+    /// Devices with an `effect: None` taint: listed, still counted healthy.
+    pub informational_taints: Vec<UnhealthyDevice>,
+    /// DeviceTaintRules that taint this config's devices.
+    pub taint_rules: Vec<TaintRuleSummary>,
     pub node_issues: Vec<NodeIssue>,
     /// Claims that hold an unhealthy device.
     pub affected_claims: usize,
@@ -150,7 +157,9 @@ pub fn compute(
 
     let (valid, message) = match &observed.validity {
         Validity::Valid => (true, "the spec is valid".to_string()),
-        Validity::InvalidSpec(message) | Validity::Conflict(message) => (false, message.clone()),
+        Validity::InvalidSpec(message) | Validity::Conflict(message) | Validity::Unsupported(message) => {
+            (false, message.clone())
+        }
         Validity::Unparseable(error) => (false, format!("the operator cannot read this object: {error}")),
     };
     let spec_ok = observed.validity.spec_ok();
@@ -227,6 +236,8 @@ pub fn compute(
         driver,
         devices: observed.health.as_ref().map(|h| h.summary.clone()),
         unhealthy_devices: health.unhealthy_devices,
+        informational_taints: health.informational_taints,
+        taint_rules: health.taint_rules,
         node_issues: health.node_issues,
         templates: Some(TemplateSummary {
             namespaces: observed.template_namespaces as i64,
@@ -365,6 +376,7 @@ mod tests {
                 "InvalidSpec",
                 "Conflict",
                 "Unparseable",
+                "Unsupported",
                 "RolloutComplete",
                 "RollingOut",
                 "Pending",

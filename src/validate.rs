@@ -111,6 +111,7 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
     if let Err(found) = config.spec.validate() {
         flatten_validator_errors("spec", &found, &mut errors);
     }
+    check_extended_resource(config.spec.extended_resource_name.as_deref(), &config.spec.device_class_name, &mut errors);
     check_selector("spec.nodeSelector", config.spec.node_selector.as_ref(), &mut errors);
     check_selector("spec.templates.namespaceSelector", config.spec.templates.namespace_selector.as_ref(), &mut errors);
 
@@ -139,6 +140,24 @@ fn check_config_name(name: &str, errors: &mut Vec<FieldError>) {
         ));
     } else if !DNS_LABEL.is_match(name) {
         errors.push(FieldError::new("metadata.name", "must be a DNS label (lower-case letters, digits and '-')"));
+    }
+}
+
+/// The two CEL rules on `extendedResourceName` (its pattern and length are checked by the derive).
+fn check_extended_resource(name: Option<&str>, device_class: &str, errors: &mut Vec<FieldError>) {
+    let Some(name) = name else { return };
+    let domain = name.split_once('/').map_or("", |(domain, _)| domain);
+    if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") {
+        errors.push(FieldError::new(
+            "spec.extendedResourceName",
+            "must not be in the kubernetes.io domain (kept for Kubernetes' own resources)",
+        ));
+    }
+    if device_class.len() > 245 {
+        errors.push(FieldError::new(
+            "spec.deviceClassName",
+            "must be at most 245 characters with extendedResourceName (the extra DeviceClass is named devices.<deviceClassName>)",
+        ));
     }
 }
 

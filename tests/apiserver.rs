@@ -19,19 +19,21 @@ use support::fixtures::invalid_cases;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
-async fn the_server_is_kubernetes_1_34_or_newer_with_dra_served() {
+async fn the_server_is_a_supported_kubernetes_with_dra_served() {
     let client = cluster::admin().await;
     let version = client.apiserver_version().await.unwrap();
     let minor: u32 = version.minor.trim_end_matches('+').parse().unwrap();
     assert_eq!(version.major, "1");
-    assert!(minor >= 34, "server {}", version.git_version);
+    assert!((34..=37).contains(&minor), "server {}", version.git_version);
 
     let resources = kubectl(&["api-resources", "--api-group=resource.k8s.io", "-o", "wide"]);
+    // DeviceTaintRule: alpha in 1.34 (switched on here), beta in 1.36, GA in 1.37.
+    let rules = if minor >= 37 { "resource.k8s.io/v1" } else { "resource.k8s.io/v1alpha3" };
     for (resource, version) in [
         ("resourceclaimtemplates", "resource.k8s.io/v1"),
         ("resourceslices", "resource.k8s.io/v1"),
         ("deviceclasses", "resource.k8s.io/v1"),
-        ("devicetaintrules", "resource.k8s.io/v1alpha3"),
+        ("devicetaintrules", rules),
     ] {
         assert!(
             resources.lines().any(|l| l.starts_with(resource) && l.contains(version)),

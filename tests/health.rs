@@ -6,12 +6,10 @@ mod support {
     pub mod scenario;
 }
 
-use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
-use kube::api::{Api, DeleteParams, PostParams};
 use neuron_dra_operator::api::{NeuronDRAConfigStatus, Phase};
 use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect};
 use serde_json::json;
-use support::cluster::{eventually, kubectl};
+use support::cluster::{eventually, kubeconfig, kubectl, kubectl_with, served_version};
 use support::fleet::Fleet;
 use support::scenario::TIMEOUT;
 
@@ -129,24 +127,24 @@ async fn device_taint_rules_count_as_well_as_slice_taints() {
     apply_config(&f, None).await;
     f.wait_status("healthy", |s| s.devices.as_ref().is_some_and(|d| d.nodes == 1 && d.unhealthy == 0)).await;
     let node = f.node("trn2.48xlarge", 0);
-    let rule: DeviceTaintRule = serde_json::from_value(json!({
-        "apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
-        "metadata": {"name": format!("{}-maintenance", f.scenario.id)},
+    // In whichever version the server serves (tests/versions.rs checks which that is).
+    let name = format!("{}-maintenance", f.scenario.id);
+    let rule = json!({
+        "apiVersion": served_version("devicetaintrules").unwrap(), "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
         "spec": {
             "deviceSelector": {"driver": "neuron.aws.com", "pool": node, "device": "neuron-device-2"},
             "taint": {"key": "example.com/maintenance", "effect": "NoSchedule"},
         },
-    }))
-    .unwrap();
-    let rules: Api<DeviceTaintRule> = Api::all(f.scenario.client.clone());
-    let created = rules.create(&PostParams::default(), &rule).await.unwrap();
+    });
+    kubectl_with(&kubeconfig(), &["create", "-f", "-"], Some(&rule.to_string())).unwrap();
     let status = f
         .wait_status("rule taint", |s| {
             s.unhealthy_devices.iter().any(|d| d.device == "neuron-device-2" && d.reason == "example.com/maintenance")
         })
         .await;
     assert_eq!(status.devices.unwrap().unhealthy, 1);
-    rules.delete(&created.metadata.name.unwrap(), &DeleteParams::default()).await.unwrap();
+    kubectl(&["delete", "devicetaintrule", &name]);
     f.wait_status("rule removed", |s| s.unhealthy_devices.is_empty()).await;
     f.clear().await;
 }

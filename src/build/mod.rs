@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::api::NeuronDRAConfig;
 use crate::validate::ValidatedConfig;
 
-pub use device_class::{NEURON_DRIVER, device_class};
+pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
 pub use templates::{
@@ -48,6 +48,8 @@ pub struct Desired {
     pub admission_policy: ValidatingAdmissionPolicy,
     pub admission_policy_binding: ValidatingAdmissionPolicyBinding,
     pub device_class: DeviceClass,
+    /// The DeviceClass that serves `extendedResourceName`, when the spec names one.
+    pub extended_resource_class: Option<DeviceClass>,
     pub daemon_set: DaemonSet,
     /// Sorted by namespace, then in profile order.
     pub templates: Vec<ResourceClaimTemplate>,
@@ -70,6 +72,7 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
         admission_policy: admission_policy(config),
         admission_policy_binding: admission_policy_binding(config),
         device_class: device_class(config),
+        extended_resource_class: extended_resource_class(config),
         daemon_set: daemon_set(config),
         templates,
     }
@@ -91,6 +94,9 @@ impl Desired {
         push(&self.admission_policy)?;
         push(&self.admission_policy_binding)?;
         push(&self.device_class)?;
+        if let Some(class) = &self.extended_resource_class {
+            push(class)?;
+        }
         push(&self.daemon_set)?;
         for template in &self.templates {
             push(template)?;

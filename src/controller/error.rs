@@ -12,6 +12,9 @@ pub enum Error {
     Writes(Vec<ApplyError>),
     #[error("writing status: {0}")]
     Status(#[source] kube::Error),
+    /// Asking the server what it supports failed.
+    #[error("probing the API server: {0}")]
+    Probe(#[source] kube::Error),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
@@ -30,6 +33,7 @@ impl Error {
         match self {
             Self::Writes(errors) => errors.iter().map(|e| (e.category(), e.to_string())).collect(),
             Self::Status(e) => vec![(api_category(e).unwrap_or("StatusFailed"), self.to_string())],
+            Self::Probe(e) => vec![(api_category(e).unwrap_or("ProbeFailed"), self.to_string())],
             Self::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner.failures(),
                 finalizer::Error::AddFinalizer(api) | finalizer::Error::RemoveFinalizer(api) => {

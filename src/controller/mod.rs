@@ -1,6 +1,7 @@
 //! controller: the kube-runtime controller for `NeuronDRAConfig`: its watch caches, the shared reconcile context and
 //! the retry policy. One reconcile is `reconcile` (plan → operands → observe → status); `run` is in `runtime`.
 
+mod capabilities;
 mod error;
 mod events;
 mod observe;
@@ -22,7 +23,6 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
-use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::NeuronDRAConfig;
 use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
+use crate::taint_rule::TaintRuleView;
 use crate::telemetry::{ConditionLabels, ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
 use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
 use tokio::sync::watch;
@@ -69,8 +70,8 @@ pub struct Stores {
     pub efa_slices: Store<SliceView>,
     /// Every ResourceClaim, trimmed to labels, allocated devices and consumers: what is in use, and by whom.
     pub claims: Store<ClaimView>,
-    /// Empty (and ready) where the cluster does not serve `resource.k8s.io/v1alpha3`.
-    pub taint_rules: Store<DeviceTaintRule>,
+    /// In the version the server serves; empty (and ready) where it serves none.
+    pub taint_rules: Store<TaintRuleView>,
     /// The kubelet-plugin pods of every config.
     pub plugin_pods: Store<PodView>,
 }
@@ -109,6 +110,8 @@ pub struct Context {
     pub stores: Stores,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
+    /// What the API server supports beyond the base DRA API (probed on first need).
+    pub capabilities: capabilities::Capabilities,
     /// Consecutive failures per config, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// Configs reported as unparseable, with the error: reported once, not on every event.
@@ -146,12 +149,28 @@ where
     (store, stream)
 }
 
-/// Whether the cluster serves DeviceTaintRules (`resource.k8s.io/v1alpha3`, feature gate DRADeviceTaints).
-async fn serves_taint_rules(client: &Client) -> bool {
-    client
-        .list_api_group_resources("resource.k8s.io/v1alpha3")
-        .await
-        .is_ok_and(|list| list.resources.iter().any(|r| r.name == "devicetaintrules"))
+/// DeviceTaintRules in the most stable version the server serves (see `taint_rule`), or an empty, ready cache where
+/// it serves none. Found once at start: a server upgrade that changes the version restarts the operator's pod anyway
+/// (it runs on the upgraded nodes) or is picked up by the next restart.
+async fn taint_rules_cache(
+    client: &Client,
+) -> (Store<TaintRuleView>, Option<impl Stream<Item = Result<TaintRuleView, watcher::Error>> + Send + use<>>) {
+    match crate::taint_rule::served(client).await {
+        Some(resource) => {
+            tracing::info!(version = %resource.api_version, "watching DeviceTaintRules");
+            let api = Api::<TaintRuleView>::all_with(client.clone(), &resource);
+            let writer = reflector::store::Writer::new(resource);
+            let store = writer.as_reader();
+            let events = watcher(api, watcher::Config::default()).default_backoff().modify(trim_meta);
+            (store, Some(reflector::reflector(writer, events).touched_objects()))
+        }
+        None => {
+            tracing::info!("the server serves no DeviceTaintRules: only slice taints count");
+            let mut writer = reflector::store::Writer::new(crate::taint_rule::v1_resource());
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+            (writer.as_reader(), None)
+        }
+    }
 }
 
 /// Maps an owned object to the config named in its label, if this operator manages that config (with
@@ -200,15 +219,7 @@ pub async fn run_controller(
     let (claims, claims_stream) =
         cached_trimmed(Api::<ClaimView>::all(client.clone()), watcher::Config::default(), trim_meta);
     let (plugin_pods, pods_stream) = cached_trimmed(Api::<PodView>::all(client.clone()), managed.clone(), trim_pod);
-    let (taint_rules, rules_stream) = if serves_taint_rules(&client).await {
-        let (store, stream) = cached(Api::<DeviceTaintRule>::all(client.clone()), watcher::Config::default());
-        (store, Some(stream))
-    } else {
-        tracing::info!("resource.k8s.io/v1alpha3 DeviceTaintRules are not served: only slice taints count");
-        let (store, mut writer) = reflector::store();
-        writer.apply_watcher_event(&watcher::Event::InitDone);
-        (store, None)
-    };
+    let (taint_rules, rules_stream) = taint_rules_cache(&client).await;
     let (namespaces, namespaces_stream) = cached(Api::<Namespace>::all(client.clone()), watcher::Config::default());
     let (daemon_sets, ds_stream) = cached(Api::<DaemonSet>::all(client.clone()), managed.clone());
     let (templates, templates_stream) = cached(Api::<ResourceClaimTemplate>::all(client.clone()), managed.clone());
@@ -247,6 +258,7 @@ pub async fn run_controller(
         stores: stores.clone(),
         recorder: Recorder::new(client, reporter),
         metrics,
+        capabilities: Default::default(),
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),

@@ -15,7 +15,6 @@ use crate::health;
 use crate::status::{Observation, Rollout, Validity};
 use crate::validate::ValidatedConfig;
 use crate::view::{ClaimView, NodeView, PodView, SliceView};
-use k8s_openapi::api::resource::v1alpha3::DeviceTaintRule;
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
 pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
@@ -122,7 +121,7 @@ pub struct Snapshot {
     slices: HashMap<String, Vec<Arc<SliceView>>>,
     efa_slices: HashMap<String, Vec<Arc<SliceView>>>,
     claims: Vec<Arc<ClaimView>>,
-    taint_rules: Vec<Arc<DeviceTaintRule>>,
+    taint_rules: Vec<Arc<crate::taint_rule::TaintRuleView>>,
 }
 
 fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> {

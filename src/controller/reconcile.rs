@@ -111,11 +111,26 @@ async fn report_invalid(config: &NeuronDRAConfig, invalid: InvalidConfig, ctx: &
     Ok(Action::await_change())
 }
 
+/// A spec this server cannot serve: like an invalid one, the status and one event, and nothing applied.
+async fn report_unsupported(config: &NeuronDRAConfig, message: String, ctx: &Context) -> Result<Action, Error> {
+    if condition_reason(config.status.as_ref(), ConditionType::ConfigValid) != Some(Reason::Unsupported) {
+        let reference = config.object_ref(&());
+        let reason = Reason::Unsupported.as_str();
+        events::publish(ctx, &reference, EventType::Warning, reason, "Validate", message.clone()).await;
+    }
+    let validity = Validity::Unsupported(message);
+    write_status(config, &observe::not_acted_on(config.meta().generation, config.spec.paused, validity), ctx).await?;
+    Ok(Action::await_change())
+}
+
 async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
     let plan = match Plan::new(config, &ctx.stores) {
         Ok(plan) => plan,
         Err(invalid) => return report_invalid(config, invalid, ctx).await,
     };
+    if let Some(missing) = ctx.capabilities.missing(&ctx.client, &config.spec).await.map_err(Error::Probe)? {
+        return report_unsupported(config, missing, ctx).await;
+    }
     let reference = config.object_ref(&());
     let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
     let driver = install_driver(&plan, &mut pass).await;
@@ -180,6 +195,9 @@ async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) -> Driver {
     pass.ensure(&desired.admission_policy, MANAGER).await;
     pass.ensure(&desired.admission_policy_binding, MANAGER).await;
     pass.ensure(&desired.device_class, &shared_manager(&plan.config.name)).await;
+    if let Some(class) = &desired.extended_resource_class {
+        pass.ensure(class, &shared_manager(&plan.config.name)).await;
+    }
     match plan.driver {
         Driver::BlockedByConflict => {}
         _ if usable => usable = pass.ensure(&desired.daemon_set, MANAGER).await,

@@ -67,6 +67,13 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Re
 static INSTALL: Once = Once::new();
 
 /// Installs the CRD from `crds/` and the operator's RBAC from `config/rbac` (once per test process).
+/// The `apiVersion` kubectl uses for a `resource.k8s.io` resource (the most stable one served), if any.
+pub fn served_version(resource: &str) -> Option<String> {
+    let listed = kubectl(&["api-resources", "--api-group=resource.k8s.io", "--no-headers"]);
+    let line = listed.lines().find(|line| line.split_whitespace().next() == Some(resource))?;
+    line.split_whitespace().find(|column| column.starts_with("resource.k8s.io/")).map(str::to_string)
+}
+
 pub fn install() {
     INSTALL.call_once(|| {
         kubectl(&["apply", "--server-side", "--force-conflicts", "-f", repo("crds").to_str().unwrap()]);

@@ -29,7 +29,17 @@ where
     K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let (store, mut writer) = reflector::store();
+    store_of(K::DynamicType::default(), objects)
+}
+
+/// A cache of a kind whose type is only known at run time (DeviceTaintRules).
+fn store_of<K>(resource: K::DynamicType, objects: Vec<K>) -> Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let mut writer = reflector::store::Writer::new(resource);
+    let store = writer.as_reader();
     writer.apply_watcher_event(&watcher::Event::Init);
     for object in objects {
         writer.apply_watcher_event(&watcher::Event::InitApply(object));
@@ -110,7 +120,7 @@ impl World {
             slices: store(Vec::<SliceView>::new()),
             efa_slices: store(Vec::<SliceView>::new()),
             claims: store(Vec::new()),
-            taint_rules: store(Vec::new()),
+            taint_rules: store_of(crate::taint_rule::v1_resource(), Vec::new()),
             plugin_pods: store(Vec::<PodView>::new()),
         }
     }
@@ -195,6 +205,7 @@ impl Fixture {
             stores: world.stores(),
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
+            capabilities: Default::default(),
             failures: Default::default(),
             unparseable: Default::default(),
             unhealthy_seen: Default::default(),
