@@ -601,8 +601,9 @@ pub struct TemplateCapacity {
     /// claim of N connected devices takes one whole free `devicegroup<N>` group (with free EFA interfaces of the
     /// same group when it asks for EFA); one device takes a free device (with EFA: one whose EFA is free too);
     /// `All` takes a node whose every matching device (and EFA) is free; an UltraServer claim takes a free
-    /// `neuron_node` entry. Only devices that match the template's instance type and driver version count. A
-    /// device is not free when any ResourceClaim holds it or it has a NoSchedule or NoExecute taint (in its slice
-    /// or from a DeviceTaintRule).
+    /// `neuron_node` entry. With fallbacks, each node takes the first alternative as often as it fits, then the
+    /// next on what remains, and so on, as the scheduler tries them in order on a node. Only devices that match the
+    /// template's (or the alternative's) instance type and driver version count. A device is not free when any
+    /// ResourceClaim holds it or it has a NoSchedule or NoExecute taint (in its slice or from a DeviceTaintRule).
     pub available: i64,
 }
