@@ -226,8 +226,8 @@ async fn a_full_first_choice_falls_back_and_the_fallback_keeps_its_promise() {
     let node = f.node(trn2, 0);
     assert_eq!(place("first", Some(node.clone())).await, (node, "neurons/preferred".into()));
     // Eight devices held on the other trn2 node: no group of 16 there, so the first fallback (8 connected, LNC 1).
-    // (Not fewer held: the scheduler searches orderings of the free devices for 16, and with 10 or more free it
-    // runs out of its filter time on that node before it tries the fallbacks.)
+    // (Not 4: the scheduler searches orderings of the free devices for 16, and with 12 free it ran out of its
+    // filter time on that node, which it then rejected without trying the fallbacks.)
     let eight = pinned(workload_pod("eight", "eight", &f.pod_affinity()), &f.node(trn2, 1));
     create_pod(client, &namespace, &eight).await;
     wait_scheduled(client, &namespace, "eight").await;
