@@ -39,6 +39,8 @@ pub const DEFAULT_DRIVER_NAMESPACE: &str = "neuron-dra-driver";
 pub const DEFAULT_DEVICE_CLASS: &str = "neuron.aws.com";
 /// Longest profile name whose `-prefill` suffix still fits a 63-character label value.
 pub const MAX_DISAGGREGATED_NAME: usize = 63 - "-prefill".len();
+/// Most fallbacks one request may list: `firstAvailable` holds at most 8 subrequests, the first choice and 7 more.
+pub const MAX_FALLBACKS: usize = 7;
 
 /// Declares a Neuron DRA installation: the kubelet-plugin DaemonSet for the selected Trainium nodes, the
 /// DeviceClass, and ResourceClaimTemplates compiled from workload profiles in the target namespaces.
@@ -267,8 +269,9 @@ pub struct Profile {
 }
 
 /// What one claim asks for.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, Validate)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Validate)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new(NO_FALLBACKS_WITH_EFA).message(FALLBACKS_WITH_EFA).field_path(".fallbacks"))]
 pub struct DeviceRequest {
     /// EC2 instance type the devices must be on, for example `trn2.48xlarge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -292,6 +295,13 @@ pub struct DeviceRequest {
     /// Also claim the EFA interfaces paired with the devices (DeviceClass `efa.networking.k8s.aws`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efa: Option<bool>,
+
+    /// Alternatives tried in order when this request cannot be allocated on a node (Kubernetes' prioritized
+    /// list, `firstAvailable`); each stands on its own (fields it leaves out are not taken from the request).
+    /// At most 7; not with `efa`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[validate(length(max = 7), nested)]
+    pub fallbacks: Vec<Fallback>,
 }
 
 /// A long-context inference claim: a device request, or `ultraServerNodes` for an UltraServer.
@@ -299,6 +309,8 @@ pub struct DeviceRequest {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.devices)").message("must not be set with ultraServerNodes (each pod claims one UltraServer node entry)").field_path(".devices"))]
 #[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.efa) || !self.efa").message("must not be set with ultraServerNodes").field_path(".efa"))]
+#[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.fallbacks) || size(self.fallbacks) == 0").message("must not be set with ultraServerNodes").field_path(".fallbacks"))]
+#[x_kube(validation = Rule::new(NO_FALLBACKS_WITH_EFA).message(FALLBACKS_WITH_EFA).field_path(".fallbacks"))]
 pub struct LongContextInference {
     /// EC2 instance type the devices must be on, for example `trn2.48xlarge` (or `trn2u.48xlarge` for an
     /// UltraServer).
@@ -330,6 +342,13 @@ pub struct LongContextInference {
     #[schemars(extend("enum" = [1, 2, 4]))]
     #[validate(custom(function = "validate_ultra_server_nodes"))]
     pub ultra_server_nodes: Option<u8>,
+
+    /// Alternatives tried in order when this request cannot be allocated on a node (Kubernetes' prioritized
+    /// list, `firstAvailable`); each stands on its own (fields it leaves out are not taken from the request).
+    /// At most 7; not with `efa` or `ultraServerNodes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[validate(length(max = 7), nested)]
+    pub fallbacks: Vec<Fallback>,
 }
 
 impl LongContextInference {
@@ -341,6 +360,7 @@ impl LongContextInference {
             logical_neuron_core: self.logical_neuron_core,
             neuron_driver_version: self.neuron_driver_version.clone(),
             efa: self.efa,
+            fallbacks: self.fallbacks.clone(),
         }
     }
 }
@@ -349,6 +369,52 @@ fn validate_ultra_server_nodes(nodes: u8) -> Result<(), validator::ValidationErr
     match nodes {
         1 | 2 | 4 => Ok(()),
         _ => Err(validator::ValidationError::new("enum").with_message("must be 1, 2 or 4".into())),
+    }
+}
+
+/// CEL for "no `fallbacks` together with `efa: true`".
+const NO_FALLBACKS_WITH_EFA: &str = "!has(self.fallbacks) || size(self.fallbacks) == 0 || !has(self.efa) || !self.efa";
+/// Why: the EFA request would have to follow whichever alternative the scheduler picks, and one constraint
+/// cannot align it with each of them.
+pub const FALLBACKS_WITH_EFA: &str =
+    "must not be set with efa (the EFA interfaces cannot be aligned with whichever alternative is chosen)";
+
+/// One alternative to a request, as the request itself but without EFA: used when the request (and every
+/// fallback before this one) cannot be allocated on a node. It compiles to a `firstAvailable` subrequest with
+/// its own selectors, connected-group constraint and Logical NeuronCore config.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, Validate)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fallback {
+    /// EC2 instance type the devices must be on, for example `trn1.32xlarge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(length(min = 1, max = 63), regex(path = *INSTANCE_TYPE))]
+    pub instance_type: Option<String>,
+
+    /// Neuron devices per claim: `All` (the whole node, the default) or 1, 4, 8 or 16 connected devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<DeviceCount>,
+
+    /// Logical NeuronCore setting (1 or 2) passed to the driver; only on types that support LNC (Trn2, Trn3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(range(min = 1, max = 2, message = "must be 1 or 2"))]
+    pub logical_neuron_core: Option<u8>,
+
+    /// Host Neuron driver version the devices must run, for example `2.25.4.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(length(min = 1, max = 64), regex(path = *DRIVER_VERSION))]
+    pub neuron_driver_version: Option<String>,
+}
+
+impl Fallback {
+    /// The same choice as a request, for the checks and rules a request goes through.
+    pub fn request(&self) -> DeviceRequest {
+        DeviceRequest {
+            instance_type: self.instance_type.clone(),
+            devices: self.devices,
+            logical_neuron_core: self.logical_neuron_core,
+            neuron_driver_version: self.neuron_driver_version.clone(),
+            ..DeviceRequest::default()
+        }
     }
 }
 
@@ -586,8 +652,9 @@ pub struct TemplateCapacity {
     /// claim of N connected devices takes one whole free `devicegroup<N>` group (with free EFA interfaces of the
     /// same group when it asks for EFA); one device takes a free device (with EFA: one whose EFA is free too);
     /// `All` takes a node whose every matching device (and EFA) is free; an UltraServer claim takes a free
-    /// `neuron_node` entry. Only devices that match the template's instance type and driver version count. A
-    /// device is not free when any ResourceClaim holds it or it has a NoSchedule or NoExecute taint (in its slice
-    /// or from a DeviceTaintRule).
+    /// `neuron_node` entry. With fallbacks, each node takes the first alternative as often as it fits, then the
+    /// next on what remains, and so on, as the scheduler tries them in order on a node. Only devices that match the
+    /// template's (or the alternative's) instance type and driver version count. A device is not free when any
+    /// ResourceClaim holds it or it has a NoSchedule or NoExecute taint (in its slice or from a DeviceTaintRule).
     pub available: i64,
 }

@@ -15,7 +15,7 @@ use crate::api::TemplateCapacity;
 use crate::health::taint_of;
 use crate::nodes::NodeFilter;
 use crate::taint_rule::TaintRuleView;
-use crate::validate::{ClaimKind, ClaimSpec, Count, ValidatedConfig};
+use crate::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
 use crate::view::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, NodeView, SliceView};
 
 /// What a Neuron slice entry is (its `resourceType`), read once per device rather than once per template.
@@ -54,16 +54,16 @@ pub type GroupSizes = [bool; DEVICE_GROUP_SIZES.len()];
 /// The sizes the templates of `claims` count by: only their group ids are compared, node by node.
 pub fn group_sizes(claims: &[ClaimSpec]) -> GroupSizes {
     let mut sizes = [false; DEVICE_GROUP_SIZES.len()];
-    for size in claims.iter().filter_map(group_size) {
+    for size in claims.iter().flat_map(|c| &c.choices).filter_map(group_size) {
         sizes[size] = true;
     }
     sizes
 }
 
-/// The index in `DEVICE_GROUP_SIZES` of the group size a claim is counted by: N connected devices, or (one device
-/// with EFA) the device and its own EFA. None for claims counted without groups, or of a size no group has.
-fn group_size(claim: &ClaimSpec) -> Option<usize> {
-    match &claim.kind {
+/// The index in `DEVICE_GROUP_SIZES` of the group size a choice is counted by: N connected devices, or (one device
+/// with EFA) the device and its own EFA. None for choices counted without groups, or of a size no group has.
+fn group_size(choice: &Choice) -> Option<usize> {
+    match &choice.kind {
         ClaimKind::Devices { count: Count::Exactly(n), efa } if *n > 1 || efa.is_some() => {
             DEVICE_GROUP_SIZES.iter().position(|s| s == n)
         }
@@ -145,27 +145,33 @@ pub fn node_devices<'a>(
     node
 }
 
-/// Whether a Neuron entry is of `entry` and matches the template's selectors.
-fn matches(claim: &ClaimSpec, slot: &Slot, entry: Entry) -> bool {
+/// Whether a Neuron entry is of `entry` and matches the choice's selectors.
+fn matches(choice: &Choice, slot: &Slot, entry: Entry) -> bool {
     let pinned = |want: &Option<String>, have: &Option<String>| want.is_none() || want == have;
     slot.entry == entry
-        && pinned(&claim.instance_type, &slot.device.attributes.instance_type)
-        && pinned(&claim.neuron_driver_version, &slot.device.attributes.neuron_driver_version)
+        && pinned(&choice.instance_type, &slot.device.attributes.instance_type)
+        && pinned(&choice.neuron_driver_version, &slot.device.attributes.neuron_driver_version)
 }
 
 /// How many more claims of `claim` the nodes can take now.
 pub fn available(claim: &ClaimSpec, nodes: &[NodeDevices]) -> i64 {
-    nodes.iter().map(|node| available_on(claim, node)).sum()
+    match claim.choices.as_slice() {
+        [only] => nodes.iter().map(|node| available_on(only, node)).sum(),
+        choices => {
+            let mut taken = Vec::new();
+            nodes.iter().map(|node| fallbacks::available_on(choices, node, &mut taken)).sum()
+        }
+    }
 }
 
-fn available_on(claim: &ClaimSpec, node: &NodeDevices) -> i64 {
-    let (count, efa) = match &claim.kind {
+fn available_on(choice: &Choice, node: &NodeDevices) -> i64 {
+    let (count, efa) = match &choice.kind {
         ClaimKind::UltraServerNode { .. } => {
-            return node.neuron.iter().filter(|s| s.free && matches(claim, s, Entry::Node)).count() as i64;
+            return node.neuron.iter().filter(|s| s.free && matches(choice, s, Entry::Node)).count() as i64;
         }
         ClaimKind::Devices { count, efa } => (*count, efa.is_some()),
     };
-    let devices = || node.neuron.iter().filter(|s| matches(claim, s, Entry::Device));
+    let devices = || node.neuron.iter().filter(|s| matches(choice, s, Entry::Device));
     match count {
         Count::All => {
             let whole = devices().next().is_some() && devices().all(|s| s.free);
@@ -174,11 +180,11 @@ fn available_on(claim: &ClaimSpec, node: &NodeDevices) -> i64 {
         }
         Count::Exactly(1) if !efa => devices().filter(|s| s.free).count() as i64,
         Count::Exactly(n) => {
-            let efa_per_claim = match &claim.kind {
+            let efa_per_claim = match &choice.kind {
                 ClaimKind::Devices { efa: Some(Count::Exactly(e)), .. } => *e as usize,
                 _ => 0,
             };
-            let Some(size) = group_size(claim) else { return 0 };
+            let Some(size) = group_size(choice) else { return 0 };
             let groups = node.group_ids[size].len();
             free_groups(devices(), &node.efa, (size, groups), n as usize, efa_per_claim)
         }
@@ -269,6 +275,9 @@ pub fn allocated_by_template(config: &str, claims: &[Arc<ClaimView>]) -> HashMap
     }
     counts
 }
+
+#[path = "capacity_fallbacks.rs"]
+mod fallbacks;
 
 #[cfg(test)]
 #[path = "capacity_tests.rs"]

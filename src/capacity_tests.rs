@@ -43,15 +43,28 @@ fn claim(devices: &[(&str, &str)]) -> Arc<ClaimView> {
     )
 }
 
-fn request(count: Count, efa: Option<Count>) -> ClaimSpec {
-    ClaimSpec {
-        template: "t".into(),
-        profile: "t".into(),
+fn choice(count: Count, efa: Option<Count>) -> Choice {
+    Choice {
         instance_type: None,
         neuron_driver_version: None,
         logical_neuron_core: None,
         kind: ClaimKind::Devices { count, efa },
     }
+}
+
+fn claim_of(choices: Vec<Choice>) -> ClaimSpec {
+    ClaimSpec { template: "t".into(), profile: "t".into(), choices }
+}
+
+fn request(count: Count, efa: Option<Count>) -> ClaimSpec {
+    claim_of(vec![choice(count, efa)])
+}
+
+/// A claim of one choice, changed by `edit`.
+fn with(count: Count, edit: impl FnOnce(&mut Choice)) -> ClaimSpec {
+    let mut only = choice(count, None);
+    edit(&mut only);
+    claim_of(vec![only])
 }
 
 fn room(claim: &ClaimSpec, slices: &[SliceView], claims: &[Arc<ClaimView>]) -> i64 {
@@ -73,9 +86,9 @@ fn an_empty_trn2_node_fits_one_whole_node_or_its_groups() {
         (request(Count::Exactly(1), Some(Count::Exactly(1))), 16),
     ];
     for (claim, expected) in cases {
-        assert_eq!(room(&claim, &s, &[]), expected, "{:?}", claim.kind);
+        assert_eq!(room(&claim, &s, &[]), expected, "{:?}", claim.first().kind);
     }
-    let us = ClaimSpec { kind: ClaimKind::UltraServerNode { nodes: 2 }, ..request(Count::All, None) };
+    let us = with(Count::All, |c| c.kind = ClaimKind::UltraServerNode { nodes: 2 });
     assert_eq!(room(&us, &s, &[]), 0, "trn2.48xlarge has no UltraServer node entry");
 }
 
@@ -129,14 +142,18 @@ fn on_trn1_two_devices_share_one_efa() {
 #[test]
 fn ultraserver_claims_take_node_entries_and_pins_filter() {
     let s = slices("trn2u.48xlarge", None);
-    let us = ClaimSpec { kind: ClaimKind::UltraServerNode { nodes: 4 }, ..request(Count::All, None) };
+    let us = with(Count::All, |c| c.kind = ClaimKind::UltraServerNode { nodes: 4 });
     assert_eq!(room(&us, &s, &[]), 1);
     assert_eq!(room(&us, &s, &[claim(&[(NEURON_DRIVER, "neuron-node-0")])]), 0);
-    let pinned = ClaimSpec { instance_type: Some("trn2.48xlarge".into()), ..us.clone() };
+    let pinned = with(Count::All, |c| {
+        c.kind = ClaimKind::UltraServerNode { nodes: 4 };
+        c.instance_type = Some("trn2.48xlarge".into());
+    });
     assert_eq!(room(&pinned, &s, &[]), 0);
-    let version = ClaimSpec { neuron_driver_version: Some("9.9.9.9".into()), ..request(Count::Exactly(4), None) };
+    let version = with(Count::Exactly(4), |c| c.neuron_driver_version = Some("9.9.9.9".into()));
     assert_eq!(room(&version, &s, &[]), 0);
-    let version = ClaimSpec { neuron_driver_version: Some(fleet::DEFAULT_NEURON_DRIVER_VERSION.into()), ..version };
+    let version =
+        with(Count::Exactly(4), |c| c.neuron_driver_version = Some(fleet::DEFAULT_NEURON_DRIVER_VERSION.into()));
     assert_eq!(room(&version, &s, &[]), 4);
 }
 
@@ -154,4 +171,50 @@ fn allocated_claims_are_counted_per_template_of_the_config() {
     let counts = allocated_by_template("cfg", &[Arc::new(mine), Arc::new(pending), Arc::new(other)]);
     assert_eq!(counts.get("t"), Some(&1));
     assert_eq!(claim(&[]).pods(), ["team/p"]);
+}
+
+/// A claim of `choices`: the first preferred, the others its fallbacks in order.
+fn fallbacks(choices: &[(Option<&str>, Count)]) -> ClaimSpec {
+    let choice = |(instance_type, count): &(Option<&str>, Count)| Choice {
+        instance_type: instance_type.map(String::from),
+        ..choice(*count, None)
+    };
+    claim_of(choices.iter().map(choice).collect())
+}
+
+#[test]
+fn with_fallbacks_a_node_takes_the_first_choice_as_often_as_it_fits_then_the_next() {
+    let s = slices("trn2.48xlarge", None);
+    let (trn2, n) = (Some("trn2.48xlarge"), Count::Exactly);
+    // Sixteen take the whole empty node, so nothing is left for four.
+    assert_eq!(room(&fallbacks(&[(trn2, n(16)), (trn2, n(4))]), &s, &[]), 1);
+    // Device 0 held: no group of 16, so three free groups of four.
+    let held = [claim(&[(NEURON_DRIVER, "neuron-device-0")])];
+    assert_eq!(room(&fallbacks(&[(trn2, n(16)), (trn2, n(4))]), &s, &held), 3);
+    // Eight take devices 8..16; of 1..8 (device 0 held) only the group 4..8 is whole for four.
+    assert_eq!(room(&fallbacks(&[(trn2, n(8)), (trn2, n(4))]), &s, &held), 2);
+    // Each choice counts on its own type: all on trn2 does not fit, so eight take the free group.
+    assert_eq!(room(&fallbacks(&[(trn2, Count::All), (trn2, n(8))]), &s, &held), 1);
+    // One device at a time takes every free device, leaving nothing for the fallback.
+    assert_eq!(room(&fallbacks(&[(trn2, n(1)), (trn2, n(4))]), &s, &held), 15);
+    // A first choice of another type leaves the node to the fallback.
+    assert_eq!(room(&fallbacks(&[(Some("trn1.32xlarge"), n(16)), (trn2, n(8))]), &s, &held), 1);
+}
+
+#[test]
+fn with_fallbacks_each_node_is_counted_with_its_own_choice() {
+    let trn2 = slices("trn2.48xlarge", None);
+    let mut trn1 = fleet("trn1.32xlarge");
+    trn1.prefix = "m".into();
+    let trn1 = [slice_view(&fleet::resource_slice(&trn1, 0, None))];
+    let claim_of_both =
+        fallbacks(&[(Some("trn2.48xlarge"), Count::Exactly(16)), (Some("trn1.32xlarge"), Count::Exactly(16))]);
+    let on = |held: &[Arc<ClaimView>]| {
+        let allocated = Allocated::new(held);
+        let sizes = group_sizes(std::slice::from_ref(&claim_of_both));
+        let nodes = [node_devices(&trn2, &allocated, &[], &sizes), node_devices(&trn1, &allocated, &[], &sizes)];
+        available(&claim_of_both, &nodes)
+    };
+    assert_eq!(on(&[]), 2, "the trn2 node by the first choice, the trn1 node by the fallback");
+    assert_eq!(on(&[claim(&[(NEURON_DRIVER, "neuron-device-3")])]), 1, "the trn2 node is broken, trn1 is left");
 }

@@ -11,7 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use validator::{Validate, ValidationErrors, ValidationErrorsKind};
 
 use crate::api::{
-    DNS_LABEL, DeviceCount, DeviceRequest, MAX_DISAGGREGATED_NAME, NeuronDRAConfig, NeuronDRAConfigSpec, Profile,
+    DNS_LABEL, DeviceCount, DeviceRequest, FALLBACKS_WITH_EFA, MAX_DISAGGREGATED_NAME, NeuronDRAConfig,
+    NeuronDRAConfigSpec, Profile,
 };
 use crate::catalog;
 
@@ -66,16 +67,30 @@ pub enum ClaimKind {
     UltraServerNode { nodes: u8 },
 }
 
+/// One way to satisfy a claim: which devices, how many, and their Logical NeuronCore setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub instance_type: Option<String>,
+    pub neuron_driver_version: Option<String>,
+    pub logical_neuron_core: Option<u8>,
+    pub kind: ClaimKind,
+}
+
 /// One ResourceClaimTemplate to be, resolved from a profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimSpec {
     /// Template name (the profile name, or `<name>-prefill` / `<name>-decode`).
     pub template: String,
     pub profile: String,
-    pub instance_type: Option<String>,
-    pub neuron_driver_version: Option<String>,
-    pub logical_neuron_core: Option<u8>,
-    pub kind: ClaimKind,
+    /// The request, then its fallbacks in order; never empty. More than one only for device requests without EFA.
+    pub choices: Vec<Choice>,
+}
+
+impl ClaimSpec {
+    /// The preferred choice (the request as written).
+    pub fn first(&self) -> &Choice {
+        &self.choices[0]
+    }
 }
 
 /// A config that passed every check, with its profiles resolved into claims.
@@ -190,36 +205,32 @@ fn resolve_profile(path: &str, profile: &Profile, errors: &mut Vec<FieldError>) 
         return Vec::new();
     }
     let name = &profile.name;
-    let claim = |template: String, request: &DeviceRequest, kind: ClaimKind| ClaimSpec {
-        template,
-        profile: name.clone(),
-        instance_type: request.instance_type.clone(),
-        neuron_driver_version: request.neuron_driver_version.clone(),
-        logical_neuron_core: request.logical_neuron_core,
-        kind,
-    };
+    let claim = |template: String, choices: Vec<Choice>| ClaimSpec { template, profile: name.clone(), choices };
 
     if let Some(training) = &profile.training {
-        let kind = resolve_devices(&format!("{path}.training"), training, errors);
-        return vec![claim(name.clone(), training, kind)];
+        return vec![claim(name.clone(), resolve_choices(&format!("{path}.training"), training, errors))];
     }
     if let Some(inference) = &profile.long_context_inference {
         let path = format!("{path}.longContextInference");
         let request = inference.request();
-        let kind = match inference.ultra_server_nodes {
+        let choices = match inference.ultra_server_nodes {
             Some(nodes) => {
-                if inference.devices.is_some() {
-                    errors.push(FieldError::new(format!("{path}.devices"), "must not be set with ultraServerNodes"));
-                }
-                if inference.efa == Some(true) {
-                    errors.push(FieldError::new(format!("{path}.efa"), "must not be set with ultraServerNodes"));
+                for (field, set) in [
+                    ("devices", inference.devices.is_some()),
+                    ("efa", inference.efa == Some(true)),
+                    ("fallbacks", !inference.fallbacks.is_empty()),
+                ] {
+                    if set {
+                        errors
+                            .push(FieldError::new(format!("{path}.{field}"), "must not be set with ultraServerNodes"));
+                    }
                 }
                 resolve_ultra_server(&path, &request, errors);
-                ClaimKind::UltraServerNode { nodes }
+                vec![choice(&request, ClaimKind::UltraServerNode { nodes })]
             }
-            None => resolve_devices(&path, &request, errors),
+            None => resolve_choices(&path, &request, errors),
         };
-        return vec![claim(name.clone(), &request, kind)];
+        return vec![claim(name.clone(), choices)];
     }
     let disaggregated = profile.disaggregated.as_ref().expect("one kind is set");
     if name.len() > MAX_DISAGGREGATED_NAME {
@@ -231,12 +242,45 @@ fn resolve_profile(path: &str, profile: &Profile, errors: &mut Vec<FieldError>) 
             ),
         ));
     }
-    let prefill = resolve_devices(&format!("{path}.disaggregated.prefill"), &disaggregated.prefill, errors);
-    let decode = resolve_devices(&format!("{path}.disaggregated.decode"), &disaggregated.decode, errors);
-    vec![
-        claim(format!("{name}-prefill"), &disaggregated.prefill, prefill),
-        claim(format!("{name}-decode"), &disaggregated.decode, decode),
-    ]
+    let prefill = resolve_choices(&format!("{path}.disaggregated.prefill"), &disaggregated.prefill, errors);
+    let decode = resolve_choices(&format!("{path}.disaggregated.decode"), &disaggregated.decode, errors);
+    vec![claim(format!("{name}-prefill"), prefill), claim(format!("{name}-decode"), decode)]
+}
+
+fn choice(request: &DeviceRequest, kind: ClaimKind) -> Choice {
+    Choice {
+        instance_type: request.instance_type.clone(),
+        neuron_driver_version: request.neuron_driver_version.clone(),
+        logical_neuron_core: request.logical_neuron_core,
+        kind,
+    }
+}
+
+/// A device request and its fallbacks, each checked against the catalog like the request itself.
+fn resolve_choices(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldError>) -> Vec<Choice> {
+    if !request.fallbacks.is_empty() && request.efa == Some(true) {
+        errors.push(FieldError::new(format!("{path}.fallbacks"), FALLBACKS_WITH_EFA));
+    }
+    let mut choices = vec![choice(request, resolve_devices(path, request, errors))];
+    for (index, fallback) in request.fallbacks.iter().enumerate() {
+        let path = format!("{path}.fallbacks[{index}]");
+        let fallback = fallback.request();
+        let next = choice(&fallback, resolve_devices(&path, &fallback, errors));
+        // The scheduler allocates a choice from its selectors and count alone: one that repeats an earlier choice
+        // (even with another Logical NeuronCore setting) fails where that one failed and is never picked.
+        if choices.iter().any(|earlier| same_devices(earlier, &next)) {
+            errors.push(FieldError::new(
+                path,
+                "asks for the same devices as the request or an earlier fallback, so it would never be chosen",
+            ));
+        }
+        choices.push(next);
+    }
+    choices
+}
+
+fn same_devices(a: &Choice, b: &Choice) -> bool {
+    a.instance_type == b.instance_type && a.neuron_driver_version == b.neuron_driver_version && a.kind == b.kind
 }
 
 /// Checks a device request against the catalog and resolves its counts.
@@ -383,3 +427,7 @@ fn camel_case(field: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

@@ -11,7 +11,7 @@ mod support {
 
 use neuron_dra_operator::simulate::TaintEffect;
 use serde_json::{Value, json};
-use support::allocation::{self, Promise, create_pod, wait_scheduled, wait_unschedulable, workload_pod};
+use support::allocation::{self, Promise, create_pod, pinned, wait_scheduled, wait_unschedulable, workload_pod};
 use support::fleet::{Fleet, NodeGroup};
 
 /// Applies `profiles` into one namespace of the test, waits for their templates, and returns the namespace.
@@ -189,5 +189,55 @@ async fn a_no_execute_taint_on_an_allocated_device_evicts_its_pod() {
     })
     .await;
     assert!(pods.get_opt("bystander").await.unwrap().is_some(), "the pod on a healthy device stays");
+    f.clear().await;
+}
+
+/// A request with fallbacks: the scheduler takes the first choice that fits on the node, and the allocation keeps
+/// that choice's promise (its type, count, connected group and LNC, and no other choice's config).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_first_choice_falls_back_and_the_fallback_keeps_its_promise() {
+    let f = Fleet::start("alloc-fallback", &[("trn2.48xlarge", 2), ("trn1.32xlarge", 1)]).await;
+    let client = &f.scenario.client;
+    let trn2 = "trn2.48xlarge";
+    let profiles = json!([
+        {"name": "pretrain", "training": {"instanceType": trn2, "devices": 16, "logicalNeuronCore": 2, "fallbacks": [
+            {"instanceType": trn2, "devices": 8, "logicalNeuronCore": 1},
+            {"instanceType": "trn1.32xlarge", "devices": 16},
+        ]}},
+        {"name": "eight", "training": {"instanceType": trn2, "devices": 8}},
+    ]);
+    let namespace = templates_for(&f, &profiles).await;
+    let promise = Promise::of_profile(&profiles[0]).remove(0).1;
+    // Which choice a pod gets, checked against the promise; pinned pods stay on one node, since kube-scheduler
+    // 1.34 does not yet prefer the nodes where an earlier choice fits.
+    let place = |pod: &'static str, node: Option<String>| {
+        let (f, namespace, promise) = (&f, &namespace, &promise);
+        async move {
+            let spec = workload_pod(pod, "pretrain", &f.pod_affinity());
+            create_pod(client, namespace, &node.map_or(spec.clone(), |n| pinned(spec, &n))).await;
+            let got = allocation::allocation(client, &wait_scheduled(client, namespace, pod).await).await;
+            allocation::check(promise, &got).unwrap_or_else(|broken| panic!("{pod}: {broken}"));
+            let requests: Vec<&str> = got.results.iter().map(|r| r.request.as_str()).collect();
+            (got.node.clone(), requests[0].to_string())
+        }
+    };
+
+    // Room for the first choice: it is taken.
+    let node = f.node(trn2, 0);
+    assert_eq!(place("first", Some(node.clone())).await, (node, "neurons/preferred".into()));
+    // Eight devices held on the other trn2 node: no group of 16 there, so the first fallback (8 connected, LNC 1).
+    // (Not 4: the scheduler searches orderings of the free devices for 16, and with 12 free it ran out of its
+    // filter time on that node, which it then rejected without trying the fallbacks.)
+    let eight = pinned(workload_pod("eight", "eight", &f.pod_affinity()), &f.node(trn2, 1));
+    create_pod(client, &namespace, &eight).await;
+    wait_scheduled(client, &namespace, "eight").await;
+    let node = f.node(trn2, 1);
+    assert_eq!(place("second", Some(node.clone())).await, (node, "neurons/fallback-1".into()));
+    // Both trn2 nodes are full: the pod goes to the trn1 node, with 16 connected trn1 devices.
+    assert_eq!(place("third", None).await, (f.node("trn1.32xlarge", 0), "neurons/fallback-2".into()));
+    // Every choice is full now.
+    create_pod(client, &namespace, &workload_pod("fourth", "pretrain", &f.pod_affinity())).await;
+    let reason = wait_unschedulable(client, &namespace, "fourth").await;
+    assert!(reason.contains("cannot allocate all claims"), "{reason}");
     f.clear().await;
 }

@@ -113,6 +113,13 @@ async fn a_valid_config_round_trips_without_pruning() {
         json!([{"name": "A", "value": "b"}, {"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]);
     document["spec"]["driver"]["updateStrategy"] = json!({"maxUnavailable": "10%", "maxSurge": 0});
     document["spec"]["paused"] = json!(true);
+    document["spec"]["profiles"].as_array_mut().unwrap().push(json!({"name": "elastic", "training": {
+        "instanceType": "trn2.48xlarge", "devices": 16,
+        "fallbacks": [
+            {"instanceType": "trn1.32xlarge", "devices": 16, "neuronDriverVersion": "2.25.4.0"},
+            {"devices": 8, "logicalNeuronCore": 1},
+        ],
+    }}));
     let config: NeuronDRAConfig = serde_json::from_value(document.clone()).unwrap();
     let api: Api<NeuronDRAConfig> = Api::all(client);
     let stored = api.create(&PostParams::default(), &config).await.unwrap();

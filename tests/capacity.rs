@@ -1,6 +1,7 @@
 //! Capacity in status, judged by the real scheduler: with some devices already held and some tainted, a
 //! template's `available` says N; N + 1 pods of it get exactly N scheduled and one Pending; the status then says 0,
-//! and N again once the pods are gone. A sick device in use names its claim and pods.
+//! and N again once the pods are gone (also for a template with fallbacks). A sick device in use names its claim
+//! and pods.
 
 mod support {
     pub mod allocation;
@@ -13,8 +14,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use neuron_dra_operator::api::NeuronDRAConfigStatus;
 use neuron_dra_operator::simulate::TaintEffect;
-use serde_json::{Value, json};
-use support::allocation::{create_pod, wait_scheduled, workload_pod};
+use serde_json::json;
+use support::allocation::{create_pod, pinned, wait_scheduled, workload_pod};
 use support::cluster::eventually;
 use support::fleet::{Fleet, NodeGroup};
 use support::scenario::TIMEOUT;
@@ -28,14 +29,6 @@ fn available(status: &NeuronDRAConfigStatus, template: &str) -> Option<i64> {
 
 fn allocated(status: &NeuronDRAConfigStatus, template: &str) -> Option<i64> {
     status.profiles.iter().flat_map(|p| &p.capacity).find(|c| c.template == template).map(|c| c.allocated)
-}
-
-/// A pod pinned to one node.
-fn pinned(mut pod: Value, node: &str) -> Value {
-    pod["spec"]["nodeName"] = Value::Null;
-    pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
-    pod
 }
 
 /// Counts the pods of one template that are bound to a node.
@@ -76,13 +69,16 @@ async fn available_is_what_the_scheduler_can_place() {
             "prefill": {"instanceType": trn2, "devices": 8, "efa": true, "logicalNeuronCore": 2},
             "decode": {"instanceType": trn2, "devices": 4},
         }},
+        {"name": "elastic", "training": {"instanceType": trn2, "devices": 8, "fallbacks": [
+            {"instanceType": trn2, "devices": 4}, {"instanceType": "trn1.32xlarge", "devices": 4},
+        ]}},
     ]);
     let spec =
         json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [namespace]}, "profiles": profiles});
     s.apply(&s.config(&s.id, spec)).await.unwrap();
     s.wait_templates(
         &namespace,
-        &["four-efa", "holder", "serve-decode", "serve-prefill", "trn1-one-efa", "us", "whole"],
+        &["elastic", "four-efa", "holder", "serve-decode", "serve-prefill", "trn1-one-efa", "us", "whole"],
     )
     .await;
 
@@ -98,9 +94,17 @@ async fn available_is_what_the_scheduler_can_place() {
     .await;
 
     // Expected room, worked out by hand: groups of 4 = 3 + 3 + 4; groups of 8 = 1 + 1 + 2; whole nodes: the third;
-    // UltraServer entries: 2; trn1 devices with their own EFA: 8 EFAs.
-    let expected =
-        [("four-efa", 10), ("whole", 1), ("us", 2), ("trn1-one-efa", 8), ("serve-prefill", 4), ("serve-decode", 10)];
+    // UltraServer entries: 2; trn1 devices with their own EFA: 8 EFAs. With fallbacks, each node first takes 8
+    // connected trn2 devices as often as they fit, then 4, then 4 on trn1: 1 + 1, 1 + 1, 2 and 4 groups on trn1.
+    let expected = [
+        ("four-efa", 10),
+        ("whole", 1),
+        ("us", 2),
+        ("trn1-one-efa", 8),
+        ("serve-prefill", 4),
+        ("serve-decode", 10),
+        ("elastic", 10),
+    ];
     for (template, room) in expected {
         f.wait_status(&format!("{template} has room for {room}"), |s| available(s, template) == Some(room)).await;
         for i in 0..=room {

@@ -90,6 +90,27 @@ fn namespace_flags_replace_the_configs_namespaces() {
 }
 
 #[test]
+fn fallbacks_render_as_first_available_subrequests() {
+    let file = write_temp(
+        "fallbacks.yaml",
+        "apiVersion: neurondra.io/v1alpha1\nkind: NeuronDRAConfig\nmetadata: {name: x}\nspec:\n  templates: {namespaces: [team-a]}\n  profiles:\n  - name: pretrain\n    training:\n      instanceType: trn2.48xlarge\n      devices: 16\n      fallbacks: [{instanceType: trn1.32xlarge, devices: 16}]\n",
+    );
+    let out = run(&["render", "-f", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let template = text.split("---\n").find(|d| d.contains("kind: ResourceClaimTemplate")).unwrap();
+    let template: serde_yaml::Value = serde_yaml::from_str(template).unwrap();
+    let devices = &template["spec"]["spec"]["devices"];
+    let subrequests = devices["requests"][0]["firstAvailable"].as_sequence().expect("firstAvailable");
+    let names: Vec<&str> = subrequests.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["preferred", "fallback-1"]);
+    assert!(subrequests[1]["selectors"][1]["cel"]["expression"].as_str().unwrap().contains("'trn1.32xlarge'"));
+    let constrained: Vec<&str> =
+        devices["constraints"].as_sequence().unwrap().iter().map(|c| c["requests"][0].as_str().unwrap()).collect();
+    assert_eq!(constrained, ["neurons/preferred", "neurons/fallback-1"]);
+}
+
+#[test]
 fn a_file_that_is_not_yaml_fails_with_one_line() {
     let file = write_temp("not-yaml.yaml", "::: [unclosed\n");
     let out = run(&["render", "-f", file.to_str().unwrap()]);

@@ -23,7 +23,8 @@ pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
 pub use templates::{
-    EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, resource_claim_template, template_spec,
+    EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
+    SUBREQUEST_PREFERRED, resource_claim_template, subrequest_name, template_spec,
 };
 
 pub const MANAGER: &str = "neuron-dra-operator";
@@ -176,3 +177,6 @@ pub fn short_hash(value: &impl Serialize) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fallback_tests;

@@ -31,6 +31,8 @@ pub struct Promise {
     pub logical_neuron_core: Option<i64>,
     pub neuron_driver_version: Option<String>,
     pub ultra_server_nodes: Option<i64>,
+    /// The alternatives, in order, each a promise of its own.
+    pub fallbacks: Vec<Promise>,
 }
 
 impl Promise {
@@ -46,6 +48,28 @@ impl Promise {
             logical_neuron_core: request["logicalNeuronCore"].as_i64(),
             neuron_driver_version: request["neuronDriverVersion"].as_str().map(String::from),
             ultra_server_nodes: request["ultraServerNodes"].as_i64(),
+            fallbacks: request["fallbacks"].as_array().into_iter().flatten().map(Promise::from_request).collect(),
+        }
+    }
+
+    /// The choice the scheduler took, by the request the allocation results name: `neurons` without fallbacks,
+    /// else `neurons/preferred` or `neurons/fallback-<n>` (the n-th fallback), the same in every Neuron result.
+    pub fn chosen(&self, got: &Allocation) -> Result<&Promise, String> {
+        let names: std::collections::BTreeSet<&str> =
+            got.results.iter().filter(|r| r.driver == NEURON_DRIVER).map(|r| r.request.as_str()).collect();
+        let name = match names.into_iter().collect::<Vec<_>>()[..] {
+            [one] => one,
+            ref several => return Err(format!("the Neuron results name several requests: {several:?}")),
+        };
+        match (self.fallbacks.is_empty(), name.strip_prefix("neurons/")) {
+            (true, None) if name == "neurons" => Ok(self),
+            (false, Some("preferred")) => Ok(self),
+            (false, Some(sub)) => sub
+                .strip_prefix("fallback-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| self.fallbacks.get(n.checked_sub(1)?))
+                .ok_or_else(|| format!("the results name {name}, which is none of the promised choices")),
+            _ => Err(format!("the results name {name}, not what the promise compiles to")),
         }
     }
 
@@ -76,6 +100,14 @@ pub fn workload_pod(name: &str, template: &str, affinity: &Value) -> Value {
             "resourceClaims": [{"name": "neuron", "resourceClaimTemplateName": template}],
         },
     })
+}
+
+/// A pod pinned to one node.
+pub fn pinned(mut pod: Value, node: &str) -> Value {
+    pod["spec"]["nodeName"] = Value::Null;
+    pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
+    pod
 }
 
 /// Creates the pod (retrying while the namespace's default ServiceAccount does not exist yet).
@@ -217,9 +249,14 @@ fn efa_count(instance_type: &str, devices: usize) -> usize {
     if instance_type == "trn1.32xlarge" { devices.div_ceil(2) } else { devices }
 }
 
-/// Checks that `got` keeps `promise`; the error names the first broken promise.
+/// Checks that `got` keeps `promise` (with fallbacks: the choice the scheduler took); the error names the first
+/// broken promise.
 pub fn check(promise: &Promise, got: &Allocation) -> Result<(), String> {
     let fail = |what: String| Err(format!("on {} ({}): {what}", got.node, got.instance_type));
+    let promise = match promise.chosen(got) {
+        Ok(chosen) => chosen,
+        Err(what) => return fail(what),
+    };
     if let Some(t) = &promise.instance_type
         && &got.instance_type != t
     {
@@ -278,6 +315,11 @@ pub fn check(promise: &Promise, got: &Allocation) -> Result<(), String> {
         && !has_config("NeuronConfig", "logicalNeuronCore", lnc)
     {
         return fail(format!("no NeuronConfig logicalNeuronCore={lnc} in the allocation: {:?}", got.config));
+    }
+    // Only the chosen alternative's setting reaches the driver, and none when it sets none.
+    let neuron_configs = got.config.iter().filter(|p| p["kind"] == "NeuronConfig").count();
+    if neuron_configs != usize::from(promise.logical_neuron_core.is_some()) {
+        return fail(format!("{neuron_configs} NeuronConfigs in the allocation: {:?}", got.config));
     }
     if let Some(nodes) = promise.ultra_server_nodes
         && !has_config("UltraServerConfig", "ultraserverMode", nodes)
