@@ -593,7 +593,7 @@ pub struct TaintRuleSummary {
     pub effect: String,
     /// Devices of the selected nodes it taints.
     pub devices: i64,
-    /// The rule's `EvictionInProgress` condition (Kubernetes 1.36+): whether pods are still being evicted.
+    /// The rule's `EvictionInProgress` condition (Kubernetes 1.35+): whether pods are still being evicted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evicting: Option<bool>,
     /// That condition's message (pods pending eviction and evicted; for `effect: None`, what `NoExecute` would do).

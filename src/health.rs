@@ -430,6 +430,64 @@ mod tests {
         assert_eq!(health.summary.unhealthy, 1);
         assert_eq!(health.unhealthy_devices[0].device, "neuron-device-7");
         assert_eq!(health.unhealthy_devices[0].reason, "maintenance");
+        assert_eq!(
+            health.taint_rules,
+            vec![TaintRuleSummary {
+                name: "r".into(),
+                key: "maintenance".into(),
+                effect: "NoSchedule".into(),
+                devices: 1,
+                ..TaintRuleSummary::default()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_rule_over_a_whole_pool_lists_its_device_count_and_eviction_progress() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+        let rule: TaintRuleView = serde_json::from_value(json!({"metadata": {"name": "drain-a-1"}, "spec": {
+            "deviceSelector": {"driver": "neuron.aws.com", "pool": "a-1"},
+            "taint": {"key": "drain", "effect": "NoExecute"}},
+            "status": {"conditions": [{"type": "EvictionInProgress", "status": "True", "reason": "PodsPending",
+                "message": "1 pod pending eviction", "lastTransitionTime": "2026-12-01T00:00:00Z"}]}}))
+        .unwrap();
+        // A rule that matches none of this config's devices is not listed.
+        let elsewhere: TaintRuleView = serde_json::from_value(json!({"metadata": {"name": "other"}, "spec": {
+            "deviceSelector": {"driver": "neuron.aws.com", "pool": "z-9"},
+            "taint": {"key": "drain", "effect": "NoExecute"}}}))
+        .unwrap();
+        world.rules = vec![Arc::new(rule), Arc::new(elsewhere)];
+        let health = world.assess().health;
+        assert_eq!(health.summary.unhealthy, 16);
+        let listed = &health.taint_rules;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!((listed[0].name.as_str(), listed[0].devices, listed[0].evicting), ("drain-a-1", 16, Some(true)));
+        assert_eq!(listed[0].message.as_deref(), Some("1 pod pending eviction"));
+    }
+
+    #[test]
+    fn an_informational_taint_is_listed_but_the_device_stays_healthy() {
+        let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+        let device = world.slice_mut("a-0").spec.devices.iter_mut().find(|d| d.name == "neuron-device-4").unwrap();
+        device.taints =
+            vec![DeviceTaint { key: "degraded".into(), effect: "None".into(), value: None, time_added: None }];
+        let rule: TaintRuleView = serde_json::from_value(json!({"metadata": {"name": "preview"}, "spec": {
+            "deviceSelector": {"driver": "neuron.aws.com", "pool": "a-1", "device": "neuron-device-2"},
+            "taint": {"key": "preview", "effect": "None"}}}))
+        .unwrap();
+        world.rules.push(Arc::new(rule));
+        let health = world.assess().health;
+        assert_eq!((health.summary.unhealthy, health.summary.healthy), (0, 32));
+        assert!(health.unhealthy_devices.is_empty());
+        let listed: Vec<(&str, &str, &str, Option<&str>)> = health
+            .informational_taints
+            .iter()
+            .map(|d| (d.node.as_str(), d.device.as_str(), d.reason.as_str(), d.effect.as_deref()))
+            .collect();
+        assert_eq!(
+            listed,
+            [("a-0", "neuron-device-4", "degraded", Some("None")), ("a-1", "neuron-device-2", "preview", Some("None"))]
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! DeviceTaintRules as the operator reads them, in whichever `resource.k8s.io` version the server serves:
-//! `v1alpha3` in 1.34 (feature gate DRADeviceTaints), `v1beta2` in 1.36 (DRADeviceTaintRules), `v1` from 1.37. The
-//! fields read here have one shape in all three, so one view parses them all; the version is found by discovery
-//! when the operator starts.
+//! `v1alpha3` in 1.34 and 1.35 (feature gates DRADeviceTaints, DRADeviceTaintRules), `v1beta2` in 1.36, `v1` from
+//! 1.37. The fields read here have one shape in all three, so one view parses them all; the version is found by
+//! discovery when the operator starts.
 
 use k8s_openapi::api::resource::v1::DeviceTaint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -13,12 +13,12 @@ use crate::view::{DeviceView, SliceView};
 
 pub const GROUP: &str = "resource.k8s.io";
 pub const KIND: &str = "DeviceTaintRule";
-/// The condition the device-taint-eviction controller sets on a rule (1.36+).
+/// The condition the device-taint-eviction controller sets on a rule (1.35+).
 pub const EVICTION_IN_PROGRESS: &str = "EvictionInProgress";
 /// The taint effect that only informs: the device stays schedulable and nothing is evicted (1.35+).
 pub const EFFECT_NONE: &str = "None";
 
-/// A DeviceTaintRule: its selector, its taint and its status conditions (absent before 1.36).
+/// A DeviceTaintRule: its selector, its taint and its status conditions (absent before 1.35).
 pub type TaintRuleView = Object<TaintRuleSpec, TaintRuleStatus>;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -62,12 +62,12 @@ async fn device_taint_rules_are_read_in_the_served_version() {
         .wait_status("the rule counted, with its eviction status where the server has one", |s| {
             let listed = s.taint_rules.iter().find(|r| r.name == rule);
             s.unhealthy_devices.iter().any(|d| d.device == "neuron-device-2" && d.reason == "example.com/maintenance")
-                // From 1.36 the device-taint-eviction controller reports on every rule (False: nothing to evict).
-                && listed.is_some_and(|r| r.devices == 1 && (minor < 36 || r.evicting == Some(false)))
+                // From 1.35 the device-taint-eviction controller reports on every rule (False: nothing to evict).
+                && listed.is_some_and(|r| r.devices == 1 && (minor < 35 || r.evicting == Some(false)))
         })
         .await;
     assert_eq!(status.devices.as_ref().unwrap().unhealthy, 1);
-    if minor < 36 {
+    if minor < 35 {
         assert_eq!(status.taint_rules[0].evicting, None, "1.{minor} rules have no status");
     }
     kubectl(&["delete", "devicetaintrule", &rule]);

@@ -185,6 +185,30 @@ fn disaggregated_gives_prefill_and_decode_templates() {
 }
 
 #[test]
+fn an_extended_resource_gets_its_own_devices_only_class() {
+    let without = build(&config(json!([{"name": "p", "training": {}}])), &[]);
+    assert_eq!(without.extended_resource_class, None);
+    let desired = build(
+        &config_with(
+            json!({"extendedResourceName": "aws.amazon.com/neuron", "profiles": [{"name": "p", "training": {}}]}),
+        ),
+        &[],
+    );
+    let class = desired.extended_resource_class.expect("a class for the extended resource");
+    assert_eq!(class.metadata.name.as_deref(), Some("devices.neuron.aws.com"));
+    assert_eq!(class.spec.extended_resource_name.as_deref(), Some("aws.amazon.com/neuron"));
+    let selectors: Vec<String> = class.spec.selectors.unwrap().into_iter().map(|s| s.cel.unwrap().expression).collect();
+    assert_eq!(
+        selectors,
+        ["device.driver == 'neuron.aws.com'", "device.attributes['neuron.aws.com'].resourceType == 'neuron_device'"]
+    );
+    // Shared like the main class: garbage-collected with its last owner.
+    assert_eq!(class.metadata.owner_references.unwrap()[0].controller, Some(false));
+    // The shared class is unchanged: it still matches UltraServer node entries.
+    assert_eq!(desired.device_class.spec.extended_resource_name, None);
+}
+
+#[test]
 fn device_class_name_flows_into_requests_and_the_device_class() {
     let desired = build(
         &config_with(json!({"deviceClassName": "neuron.example.com", "profiles": [{"name": "p", "training": {}}]})),
