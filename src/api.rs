@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 use validator::Validate;
 
+mod remediation;
+pub use remediation::*;
+
 pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 pub static DNS_LABEL: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(DNS_LABEL_PATTERN).unwrap());
 static DNS_SUBDOMAIN: LazyLock<regex::Regex> =
@@ -111,6 +114,14 @@ pub struct NeuronDRAConfigSpec {
     /// Stops every write for this config (operands are left as they are); the phase shows `Paused`.
     #[serde(default)]
     pub paused: bool,
+
+    /// Taints the Neuron devices of selected nodes that report a Neuron hardware problem (node conditions
+    /// `NeuronHealth=True` from the node problem detector, `AcceleratedHardwareReady=False` from the EKS node
+    /// monitoring agent) with a DeviceTaintRule per node, at most `maxNodes` nodes at once, and removes the rule
+    /// when the condition clears. Absent: off (`{}` takes every default). Needs a server that serves
+    /// DeviceTaintRules; elsewhere the config is refused (`ConfigValid=False`, reason `Unsupported`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<RemediationPolicy>,
 }
 
 fn validate_namespace_names(names: &[String]) -> Result<(), validator::ValidationError> {
@@ -517,6 +528,10 @@ pub struct NeuronDRAConfigStatus {
     /// Templates per profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<ProfileStatus>,
+
+    /// The remediation policy at work, with `spec.remediation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<RemediationStatus>,
 }
 
 /// Summary phase shown by `kubectl get ndc`.

@@ -129,6 +129,9 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
     check_extended_resource(config.spec.extended_resource_name.as_deref(), &config.spec.device_class_name, &mut errors);
     check_selector("spec.nodeSelector", config.spec.node_selector.as_ref(), &mut errors);
     check_selector("spec.templates.namespaceSelector", config.spec.templates.namespace_selector.as_ref(), &mut errors);
+    for (path, reason) in crate::api::remediation_problems(config.spec.remediation.as_ref()) {
+        errors.push(FieldError::new(path, reason));
+    }
 
     let mut claims = Vec::new();
     for (index, profile) in config.spec.profiles.iter().enumerate() {
