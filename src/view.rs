@@ -247,6 +247,9 @@ pub struct ConditionView {
     pub reason: Option<String>,
     #[serde(default)]
     pub message: Option<String>,
+    /// When the status last changed: remediation serves the oldest problem first.
+    #[serde(default, rename = "lastTransitionTime", skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -148,7 +148,7 @@ fn owner_references(config: &ValidatedConfig, controller: bool) -> Option<Vec<Ow
 }
 
 /// Metadata of an object that belongs to one config.
-fn owned_meta(config: &ValidatedConfig, name: &str, namespace: Option<&str>) -> ObjectMeta {
+pub fn owned_meta(config: &ValidatedConfig, name: &str, namespace: Option<&str>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         namespace: namespace.map(str::to_string),
