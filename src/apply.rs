@@ -62,7 +62,12 @@ pub fn object_key<K: Resource>(name: &str, namespace: Option<&str>) -> String
 where
     K::DynamicType: Default,
 {
-    format!("{}/{}/{name}", K::kind(&K::DynamicType::default()), namespace.unwrap_or(""))
+    object_key_as::<K>(&K::DynamicType::default(), name, namespace)
+}
+
+/// `Kind/namespace/name` of an object of a kind known at run time (`dt`).
+fn object_key_as<K: Resource>(dt: &K::DynamicType, name: &str, namespace: Option<&str>) -> String {
+    format!("{}/{}/{name}", K::kind(dt), namespace.unwrap_or(""))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,18 +150,38 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
     {
-        let key = object_key::<K>(&desired.name_any(), desired.meta().namespace.as_deref());
+        self.ensure_as(&K::DynamicType::default(), api, desired, existing, manager).await
+    }
+
+    /// `ensure` for a kind known at run time (`dt`), such as DeviceTaintRules in the version the server serves.
+    pub async fn ensure_as<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        existing: Option<&K>,
+        manager: &str,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let key = object_key_as::<K>(dt, &desired.name_any(), desired.meta().namespace.as_deref());
         if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
             return Ok(Outcome::Pending);
         }
         if let Some(existing) = existing {
             let have = serde_json::to_value(existing).expect("k8s objects serialize");
-            let want = serde_json::to_value(desired).expect("k8s objects serialize");
+            let mut want = serde_json::to_value(desired).expect("k8s objects serialize");
+            // A dynamic object read from a list carries no apiVersion and kind; the type is not drift.
+            if let Some(want) = want.as_object_mut() {
+                want.remove("apiVersion");
+                want.remove("kind");
+            }
             if holds(&have, &want) {
                 return Ok(Outcome::Unchanged);
             }
         }
-        self.apply(api, desired, existing.and_then(|e| e.meta().resource_version.clone()), manager).await?;
+        self.apply_as(dt, api, desired, existing.and_then(|e| e.meta().resource_version.clone()), manager).await?;
         Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
     }
 
@@ -172,14 +197,28 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
     {
+        self.apply_as(&K::DynamicType::default(), api, desired, before, manager).await
+    }
+
+    async fn apply_as<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        before: Option<String>,
+        manager: &str,
+    ) -> Result<(), ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
         let name = desired.name_any();
-        let applied =
-            api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(desired)).await.map_err(|source| {
-                ApplyError::Apply { kind: K::kind(&K::DynamicType::default()).into_owned(), name: name.clone(), source }
-            })?;
+        let applied = api
+            .patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(desired))
+            .await
+            .map_err(|source| ApplyError::Apply { kind: K::kind(dt).into_owned(), name: name.clone(), source })?;
         // An apply that changed nothing leaves the version as it was: nothing to wait for.
         if applied.meta().resource_version != before {
-            let key = object_key::<K>(&name, desired.meta().namespace.as_deref());
+            let key = object_key_as::<K>(dt, &name, desired.meta().namespace.as_deref());
             self.expectations.wrote(key, before);
         }
         Ok(())
@@ -192,12 +231,20 @@ impl Applier {
         K: Resource + Clone + DeserializeOwned + Debug,
         K::DynamicType: Default,
     {
+        self.delete_as(&K::DynamicType::default(), api, cached).await
+    }
+
+    /// `delete` for a kind known at run time (`dt`).
+    pub async fn delete_as<K>(&self, dt: &K::DynamicType, api: &Api<K>, cached: &K) -> Result<bool, ApplyError>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
         let name = cached.name_any();
-        let key = object_key::<K>(&name, cached.meta().namespace.as_deref());
+        let key = object_key_as::<K>(dt, &name, cached.meta().namespace.as_deref());
         if !self.expectations.settled(&key, cached.meta().resource_version.as_deref()) {
             return Ok(false);
         }
-        delete(api, &name).await?;
+        delete_as(dt, api, &name).await?;
         self.expectations.wrote(key, cached.meta().resource_version.clone());
         Ok(true)
     }
@@ -209,15 +256,18 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
 {
+    delete_as(&K::DynamicType::default(), api, name).await
+}
+
+async fn delete_as<K>(dt: &K::DynamicType, api: &Api<K>, name: &str) -> Result<(), ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     let params = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..DeleteParams::default() };
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(ApplyError::Delete {
-            kind: K::kind(&K::DynamicType::default()).into_owned(),
-            name: name.into(),
-            source,
-        }),
+        Err(source) => Err(ApplyError::Delete { kind: K::kind(dt).into_owned(), name: name.into(), source }),
     }
 }
 
