@@ -24,6 +24,8 @@ pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
 pub const LEGACY_DEVICE_PLUGIN: &str = "LegacyDevicePlugin";
 pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
 pub const NEURON_HEALTH: &str = "NeuronHealth";
+/// The EKS node monitoring agent's `AcceleratedHardwareReady=False`, as a node issue.
+pub const ACCELERATED_HARDWARE_NOT_READY: &str = "AcceleratedHardwareNotReady";
 pub const DRIVER_VERSION_MISMATCH: &str = "DriverVersionMismatch";
 
 /// What the cluster shows, indexed for one assessment.
@@ -211,11 +213,14 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
         ));
     }
     for condition in &status.conditions {
-        if condition.type_ == NEURON_HEALTH && condition.status == "True" {
-            let reason = condition.reason.clone().unwrap_or_default();
-            let message = condition.message.clone().unwrap_or_default();
-            issues.push(issue(&name, NEURON_HEALTH, format!("{reason}: {message}")));
-        }
+        let kind = match (condition.type_.as_str(), condition.status.as_str()) {
+            (NEURON_HEALTH, "True") => NEURON_HEALTH,
+            (crate::remediation::ACCELERATED_HARDWARE_READY, "False") => ACCELERATED_HARDWARE_NOT_READY,
+            _ => continue,
+        };
+        let reason = condition.reason.clone().unwrap_or_default();
+        let message = condition.message.clone().unwrap_or_default();
+        issues.push(issue(&name, kind, format!("{reason}: {message}")));
     }
 }
 
@@ -510,6 +515,7 @@ mod tests {
         status.allocatable.push("aws.amazon.com/neuron".into());
         status.node_info.kubelet_version = "v1.34.1-eks-abc".into();
         status.conditions.push(serde_json::from_value(json!({"type": "NeuronHealth", "status": "True", "reason": "NeuronHasError_DMA_ERROR", "message": "dma"})).unwrap());
+        status.conditions.push(serde_json::from_value(json!({"type": "AcceleratedHardwareReady", "status": "False", "reason": "NeuronHBMUncorrectableError", "message": "hbm"})).unwrap());
         world.spec.driver.image = "public.ecr.aws/neuron/neuron-dra-driver:1.2.0".into();
         let health = world.assess().health;
         let reasons: Vec<(String, String)> =
@@ -518,6 +524,7 @@ mod tests {
             reasons,
             [
                 ("a-0".into(), NO_RESOURCE_SLICE.into()),
+                ("a-1".into(), ACCELERATED_HARDWARE_NOT_READY.into()),
                 ("a-1".into(), DRIVER_VERSION_MISMATCH.into()),
                 ("a-1".into(), KUBELET_DRA_REGRESSION.into()),
                 ("a-1".into(), LEGACY_DEVICE_PLUGIN.into()),
@@ -525,7 +532,8 @@ mod tests {
                 ("a-1".into(), PLUGIN_NOT_READY.into()),
             ]
         );
-        assert!(health.node_issues[4].message.contains("NeuronHasError_DMA_ERROR"));
+        assert!(health.node_issues[5].message.contains("NeuronHasError_DMA_ERROR"));
+        assert_eq!(health.node_issues[1].message, "NeuronHBMUncorrectableError: hbm");
         assert_eq!(health.summary.unhealthy, 16, "a node without a slice has its devices counted unhealthy");
     }
 

@@ -5,8 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
-    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, TaintRuleSummary,
-    TemplateCapacity, TemplateSummary, UnhealthyDevice,
+    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, RemediationStatus,
+    TaintRuleSummary, TemplateCapacity, TemplateSummary, UnhealthyDevice,
 };
 
 /// Declares a string-valued enum whose variants serialize to their own names.
@@ -129,6 +129,8 @@ pub struct Observation {
     pub health: Option<Health>,
     /// Claims and room per template (empty until computed).
     pub capacity: Vec<TemplateCapacity>,
+    /// What the remediation policy does (None without one).
+    pub remediation: Option<RemediationStatus>,
 }
 
 pub fn compute(
@@ -257,6 +259,7 @@ pub fn compute(
                 ..profile.clone()
             })
             .collect(),
+        remediation: observed.remediation.clone(),
     }
 }
 
@@ -285,6 +288,7 @@ mod tests {
             templates_missing: vec![],
             health: None,
             capacity: Vec::new(),
+            remediation: None,
         }
     }
 

@@ -65,6 +65,9 @@ pub struct Metrics {
     pub driver_updated_nodes: Family<ConfigLabels, Gauge>,
     pub templates: Family<ConfigLabels, Gauge>,
     pub condition: Family<ConditionLabels, Gauge>,
+    pub remediation_failing_nodes: Family<ConfigLabels, Gauge>,
+    pub remediated_nodes: Family<ConfigLabels, Gauge>,
+    pub remediation_held_back_nodes: Family<ConfigLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -85,6 +88,9 @@ impl Default for Metrics {
         let driver_updated_nodes = Family::<ConfigLabels, Gauge>::default();
         let templates = Family::<ConfigLabels, Gauge>::default();
         let condition = Family::<ConditionLabels, Gauge>::default();
+        let remediation_failing_nodes = Family::<ConfigLabels, Gauge>::default();
+        let remediated_nodes = Family::<ConfigLabels, Gauge>::default();
+        let remediation_held_back_nodes = Family::<ConfigLabels, Gauge>::default();
         registry.register("reconciles", "Reconciles per config", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
         registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
@@ -120,6 +126,21 @@ impl Default for Metrics {
         );
         registry.register("templates", "ResourceClaimTemplates a config has in place", templates.clone());
         registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
+        registry.register(
+            "remediation_failing_nodes",
+            "Selected nodes reporting a Neuron hardware problem, with a remediation policy",
+            remediation_failing_nodes.clone(),
+        );
+        registry.register(
+            "remediated_nodes",
+            "Nodes whose Neuron devices a config's remediation taints now",
+            remediated_nodes.clone(),
+        );
+        registry.register(
+            "remediation_held_back_nodes",
+            "Failing nodes a config's remediation leaves untainted because its budget is spent",
+            remediation_held_back_nodes.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -137,6 +158,9 @@ impl Default for Metrics {
             driver_updated_nodes,
             templates,
             condition,
+            remediation_failing_nodes,
+            remediated_nodes,
+            remediation_held_back_nodes,
         }
     }
 }
@@ -174,6 +198,10 @@ impl Metrics {
         self.driver_ready_nodes.get_or_create(&labels).set(driver.ready_nodes.into());
         self.driver_updated_nodes.get_or_create(&labels).set(driver.updated_nodes.into());
         self.templates.get_or_create(&labels).set(status.templates.as_ref().map_or(0, |t| t.count));
+        let remediation = status.remediation.clone().unwrap_or_default();
+        self.remediation_failing_nodes.get_or_create(&labels).set(remediation.failing_nodes);
+        self.remediated_nodes.get_or_create(&labels).set(remediation.remediated);
+        self.remediation_held_back_nodes.get_or_create(&labels).set(remediation.held_back);
         for condition in &status.conditions {
             let labels = ConditionLabels { config: config.to_string(), condition: condition.type_.clone() };
             self.condition.get_or_create(&labels).set(i64::from(condition.status == "True"));
@@ -301,6 +329,12 @@ mod tests {
             devices: Some(DeviceSummary { nodes: 4, total: 64, healthy: 61, unhealthy: 3 }),
             templates: Some(TemplateSummary { namespaces: 2, count: 10, ..Default::default() }),
             conditions: vec![condition("Ready", "False"), condition("ConfigValid", "True")],
+            remediation: Some(crate::api::RemediationStatus {
+                failing_nodes: 3,
+                remediated: 1,
+                held_back: 2,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let metrics = Metrics::default();
@@ -316,6 +350,9 @@ mod tests {
             "neuron_dra_operator_templates{config=\"pool\"} 10",
             "neuron_dra_operator_config_condition{config=\"pool\",condition=\"Ready\"} 0",
             "neuron_dra_operator_config_condition{config=\"pool\",condition=\"ConfigValid\"} 1",
+            "neuron_dra_operator_remediation_failing_nodes{config=\"pool\"} 3",
+            "neuron_dra_operator_remediated_nodes{config=\"pool\"} 1",
+            "neuron_dra_operator_remediation_held_back_nodes{config=\"pool\"} 2",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
         }
@@ -323,6 +360,7 @@ mod tests {
         // A status without a driver (not applied yet) reads 0, not the previous figure.
         metrics.record_status("pool", &NeuronDRAConfigStatus::default());
         assert!(metrics.encode().contains("neuron_dra_operator_driver_ready_nodes{config=\"pool\"} 0"));
+        assert!(metrics.encode().contains("neuron_dra_operator_remediated_nodes{config=\"pool\"} 0"));
     }
 
     #[test]

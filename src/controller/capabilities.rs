@@ -6,18 +6,45 @@ use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, PostParams};
+use kube::core::ApiResource;
 use tokio::sync::OnceCell;
 
-use crate::api::NeuronDRAConfigSpec;
+use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
 
 #[derive(Default)]
 pub struct Capabilities {
     extended_resources: OnceCell<bool>,
+    informational_taints: OnceCell<bool>,
 }
 
 impl Capabilities {
-    /// Why the server cannot serve `spec` (one line naming the field), or `None` when it can.
-    pub async fn missing(&self, client: &Client, spec: &NeuronDRAConfigSpec) -> Result<Option<String>, kube::Error> {
+    /// Why the server cannot serve `spec` (one line naming the field), or `None` when it can. `taint_rules` is the
+    /// DeviceTaintRule version the server serves, if any.
+    pub async fn missing(
+        &self,
+        client: &Client,
+        taint_rules: Option<&ApiResource>,
+        spec: &NeuronDRAConfigSpec,
+    ) -> Result<Option<String>, kube::Error> {
+        if let Some(policy) = &spec.remediation {
+            let Some(resource) = taint_rules else {
+                return Ok(Some(
+                    "spec.remediation: this Kubernetes server serves no DeviceTaintRules (resource.k8s.io; feature \
+                     gates DRADeviceTaints and, from 1.35, DRADeviceTaintRules; on by default from 1.37); remove \
+                     the field or enable them"
+                        .into(),
+                ));
+            };
+            if policy.effect == RemediationEffect::None
+                && !*self.informational_taints.get_or_try_init(|| informational_taints(client, resource)).await?
+            {
+                return Ok(Some(
+                    "spec.remediation.effect: this Kubernetes server does not accept taints with effect None \
+                     (informational taints arrived in 1.35); use NoSchedule or NoExecute, or upgrade the cluster"
+                        .into(),
+                ));
+            }
+        }
         if spec.extended_resource_name.is_some()
             && !*self.extended_resources.get_or_try_init(|| extended_resources(client)).await?
         {
@@ -46,5 +73,25 @@ async fn extended_resources(client: &Client) -> Result<bool, kube::Error> {
     let created = Api::<DeviceClass>::all(client.clone()).create(&params, &probe).await?;
     let supported = created.spec.extended_resource_name.is_some();
     tracing::info!(supported, "probed extended-resource mapping (DeviceClass extendedResourceName)");
+    Ok(supported)
+}
+
+/// Whether DeviceTaintRules may carry `effect: None`: a server without it refuses the value (422), so a dry-run
+/// create (nothing is stored) shows which.
+async fn informational_taints(client: &Client, resource: &ApiResource) -> Result<bool, kube::Error> {
+    let probe = serde_json::json!({
+        "apiVersion": resource.api_version, "kind": resource.kind,
+        "metadata": {"generateName": "neurondra-probe-"},
+        "spec": {"deviceSelector": {"driver": "probe.neurondra.io"}, "taint": {"key": "neurondra.io/probe", "effect": "None"}},
+    });
+    let probe: kube::core::DynamicObject = serde_json::from_value(probe).expect("a valid object");
+    let params = PostParams { dry_run: true, ..PostParams::default() };
+    let supported =
+        match Api::<kube::core::DynamicObject>::all_with(client.clone(), resource).create(&params, &probe).await {
+            Ok(_) => true,
+            Err(kube::Error::Api(status)) if status.code == 422 => false,
+            Err(error) => return Err(error),
+        };
+    tracing::info!(supported, "probed informational device taints (effect None)");
     Ok(supported)
 }

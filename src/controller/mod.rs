@@ -8,6 +8,7 @@ mod observe;
 mod operands;
 mod plan;
 mod reconcile;
+mod remediation;
 mod runtime;
 mod sampling;
 
@@ -112,6 +113,10 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// What the API server supports beyond the base DRA API (probed on first need).
     pub capabilities: capabilities::Capabilities,
+    /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
+    pub taint_rules: Option<kube::core::ApiResource>,
+    /// What remediation remembers between reconciles.
+    remediation: remediation::Memory,
     /// Consecutive failures per config, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// Configs reported as unparseable, with the error: reported once, not on every event.
@@ -154,21 +159,27 @@ where
 /// (it runs on the upgraded nodes) or is picked up by the next restart.
 async fn taint_rules_cache(
     client: &Client,
-) -> (Store<TaintRuleView>, Option<impl Stream<Item = Result<TaintRuleView, watcher::Error>> + Send + use<>>) {
+) -> (
+    Store<TaintRuleView>,
+    Option<impl Stream<Item = Result<TaintRuleView, watcher::Error>> + Send + use<>>,
+    Option<kube::core::ApiResource>,
+) {
     match crate::taint_rule::served(client).await {
         Some(resource) => {
             tracing::info!(version = %resource.api_version, "watching DeviceTaintRules");
             let api = Api::<TaintRuleView>::all_with(client.clone(), &resource);
-            let writer = reflector::store::Writer::new(resource);
+            let writer = reflector::store::Writer::new(resource.clone());
             let store = writer.as_reader();
-            let events = watcher(api, watcher::Config::default()).default_backoff().modify(trim_meta);
-            (store, Some(reflector::reflector(writer, events).touched_objects()))
+            // Owner references stay: remediation compares its own rules with what it wants.
+            let trim = |rule: &mut TaintRuleView| rule.metadata.managed_fields = None;
+            let events = watcher(api, watcher::Config::default()).default_backoff().modify(trim);
+            (store, Some(reflector::reflector(writer, events).touched_objects()), Some(resource))
         }
         None => {
             tracing::info!("the server serves no DeviceTaintRules: only slice taints count");
             let mut writer = reflector::store::Writer::new(crate::taint_rule::v1_resource());
             writer.apply_watcher_event(&watcher::Event::InitDone);
-            (writer.as_reader(), None)
+            (writer.as_reader(), None, None)
         }
     }
 }
@@ -219,7 +230,7 @@ pub async fn run_controller(
     let (claims, claims_stream) =
         cached_trimmed(Api::<ClaimView>::all(client.clone()), watcher::Config::default(), trim_meta);
     let (plugin_pods, pods_stream) = cached_trimmed(Api::<PodView>::all(client.clone()), managed.clone(), trim_pod);
-    let (taint_rules, rules_stream) = taint_rules_cache(&client).await;
+    let (taint_rules, rules_stream, taint_rule_resource) = taint_rules_cache(&client).await;
     let (namespaces, namespaces_stream) = cached(Api::<Namespace>::all(client.clone()), watcher::Config::default());
     let (daemon_sets, ds_stream) = cached(Api::<DaemonSet>::all(client.clone()), managed.clone());
     let (templates, templates_stream) = cached(Api::<ResourceClaimTemplate>::all(client.clone()), managed.clone());
@@ -259,6 +270,8 @@ pub async fn run_controller(
         recorder: Recorder::new(client, reporter),
         metrics,
         capabilities: Default::default(),
+        taint_rules: taint_rule_resource,
+        remediation: Default::default(),
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),
@@ -362,6 +375,7 @@ impl Context {
         self.unparseable.lock().expect("not poisoned").remove(&name);
         self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
         self.in_use_seen.lock().expect("not poisoned").remove(&name);
+        self.remediation.forget(&name);
         let labels = ConfigLabels { config: name.clone() };
         let metrics = &self.metrics;
         metrics.reconciles.remove(&labels);
@@ -374,6 +388,9 @@ impl Context {
             &metrics.driver_ready_nodes,
             &metrics.driver_updated_nodes,
             &metrics.templates,
+            &metrics.remediation_failing_nodes,
+            &metrics.remediated_nodes,
+            &metrics.remediation_held_back_nodes,
         ] {
             gauge.remove(&labels);
         }

@@ -30,6 +30,7 @@ pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -
         templates_missing: Vec::new(),
         health: None,
         capacity: Vec::new(),
+        remediation: None,
     }
 }
 
@@ -111,6 +112,7 @@ pub fn observation(
         templates_missing: missing,
         health: None,
         capacity: Vec::new(),
+        remediation: None,
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::operands::{Pass, Report};
 use super::plan::{Driver, Mode, NamespaceState, Plan};
-use super::{Context, Error, GuardedConfig, events, observe};
+use super::{Context, Error, GuardedConfig, events, observe, remediation};
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
 use crate::apply::shared_manager;
 use crate::build::MANAGER;
@@ -128,7 +128,8 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         Ok(plan) => plan,
         Err(invalid) => return report_invalid(config, invalid, ctx).await,
     };
-    if let Some(missing) = ctx.capabilities.missing(&ctx.client, &config.spec).await.map_err(Error::Probe)? {
+    let capabilities = ctx.capabilities.missing(&ctx.client, ctx.taint_rules.as_ref(), &config.spec);
+    if let Some(missing) = capabilities.await.map_err(Error::Probe)? {
         return report_unsupported(config, missing, ctx).await;
     }
     let reference = config.object_ref(&());
@@ -146,7 +147,10 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     {
         events::publish(ctx, &reference, EventType::Warning, Reason::Conflict.as_str(), "Apply", message).await;
     }
+    let remedied = remediation::remediate(ctx, &plan, previous, &reference).await;
+    pass.report.errors.extend(remedied.errors);
     let mut observation = observe::observation(config.meta().generation, &plan, driver, &pass.report, &ctx.stores);
+    observation.remediation = remedied.status;
     let snapshot = observe::Snapshot::new(&ctx.stores);
     let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict, &ctx.stores);
     events::health(ctx, &reference, previous, &assessment).await;
@@ -236,6 +240,7 @@ fn failed(errors: Vec<crate::apply::ApplyError>) -> Result<(), Error> {
 async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
     let mut pass = Pass::new(ctx, &config.name_any(), config.uid(), Mode::Cleanup);
     pass.delete_unclaimed().await;
+    pass.report.errors.extend(remediation::release_all(ctx, &config.object_ref(&()), &config.name_any()).await);
     events::changes(ctx, &config.object_ref(&()), &pass.report).await;
     failed(pass.report.errors)?;
     Ok(Action::await_change())

@@ -206,6 +206,8 @@ impl Fixture {
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
             capabilities: Default::default(),
+            taint_rules: None,
+            remediation: Default::default(),
             failures: Default::default(),
             unparseable: Default::default(),
             unhealthy_seen: Default::default(),
