@@ -88,6 +88,8 @@ pub enum FaultKind {
     LegacyPlugin,
     /// Set the node problem detector's NeuronHealth condition.
     NeuronHealth,
+    /// Set the EKS node monitoring agent's AcceleratedHardwareReady condition to False.
+    AcceleratedHardwareNotReady,
     /// Report the node's plugin pod NotReady.
     PluginNotReady,
     /// Report kubelet v1.34.1 (DRA regression kubernetes/kubernetes#133920).
@@ -286,6 +288,16 @@ pub async fn fault(
             status["conditions"].as_array_mut().unwrap().push(json!({
                 "type": "NeuronHealth", "status": "True", "reason": "NeuronHasError_NC_UNCORRECTABLE_ERROR",
                 "message": "NeuronCore uncorrectable error detected",
+                "lastHeartbeatTime": crate::status::now().to_string(),
+                "lastTransitionTime": crate::status::now().to_string(),
+            }));
+            patch_node_status(&nodes, node_name, status).await?;
+        }
+        FaultKind::AcceleratedHardwareNotReady => {
+            let mut status = fleet::node_status(&spec);
+            status["conditions"].as_array_mut().unwrap().push(json!({
+                "type": "AcceleratedHardwareReady", "status": "False", "reason": "NeuronHBMUncorrectableError",
+                "message": "Neuron device HBM uncorrectable error",
                 "lastHeartbeatTime": crate::status::now().to_string(),
                 "lastTransitionTime": crate::status::now().to_string(),
             }));
