@@ -74,7 +74,7 @@ unit-test:
 ## what changed in DRA since then on the newest.
 KUBE_OLDEST := v1.34.4
 KUBE_NEWEST := v1.37.2
-NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions
+NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions --test remediation
 
 ## Everything: lint, then unit and integration tests against a real local control plane of each end of the
 ## supported range, stopped again even when a test fails. Helm, promtool, the bundle validator and both control
