@@ -112,6 +112,7 @@ impl World {
             claims: store(Vec::new()),
             taint_rules: store(Vec::new()),
             plugin_pods: store(Vec::<PodView>::new()),
+            revisions: store(Vec::new()),
         }
     }
 }
