@@ -157,8 +157,14 @@ pub struct DriverSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
 
-    /// A rollout in checked steps, driven by the operator (see the type); absent, the DaemonSet controller rolls
-    /// out by `updateStrategy`. `{}` takes every default.
+    /// A plugin rollout in checked steps, driven by the operator instead of the DaemonSet controller (absent: the
+    /// DaemonSet controller rolls out by `updateStrategy`; `{}` takes every default). The DaemonSet gets
+    /// `updateStrategy: OnDelete`; the operator moves nodes to a new plugin template by deleting their old plugin
+    /// pods, first `canary` nodes, then `maxUnavailable` nodes per step. After each step every moved node must run a
+    /// Ready plugin pod of the new template and publish its ResourceSlice again, from the new version, with at least
+    /// as many Neuron devices as before, within `timeout`. Otherwise the rollout halts (DriverReady=False, reason
+    /// RolloutHalted) and the other nodes keep their version until the plugin's template changes again: a fixed
+    /// image resumes, the old image rolls back, both in the same steps. Excludes `updateStrategy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutPolicy>,
 }

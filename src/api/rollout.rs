@@ -26,13 +26,7 @@ fn default_timeout() -> String {
     DEFAULT_TIMEOUT.into()
 }
 
-/// A plugin rollout the operator drives itself, in checked steps, instead of the DaemonSet controller. The DaemonSet
-/// gets `updateStrategy: OnDelete`; the operator moves nodes to a new plugin template by deleting their old plugin
-/// pods, first `canary` nodes, then `maxUnavailable` nodes per step. After each step every moved node must run a Ready
-/// plugin pod of the new template and publish its ResourceSlice again, from the new version, with at least as many
-/// Neuron devices as before, within `timeout`. Otherwise the rollout halts (DriverReady=False, reason RolloutHalted)
-/// and the other nodes keep the old version until the plugin's spec changes again: a fixed image resumes, the old
-/// image rolls back, both in the same steps. Excludes `updateStrategy`.
+/// The `driver.rollout` policy (documented on the field, which is what `kubectl explain` shows).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RolloutPolicy {
