@@ -46,7 +46,7 @@ pub struct RolloutPolicy {
     /// its devices), as a duration such as `90s`, `5m` or `1h30m`, from 10s to 24h; default `5m`.
     #[serde(default = "default_timeout")]
     #[schemars(default = "default_timeout", length(min = 2, max = 16))]
-    #[x_kube(validation = Rule::new(&format!("self.matches('{TIMEOUT_PATTERN}') && duration(self) >= duration('10s') && duration(self) <= duration('24h')")).message("must be a duration from 10s to 24h such as 90s, 5m or 1h30m"))]
+    #[x_kube(validation = Rule::new(format!("self.matches('{TIMEOUT_PATTERN}') && duration(self) >= duration('10s') && duration(self) <= duration('24h')")).message("must be a duration from 10s to 24h such as 90s, 5m or 1h30m"))]
     pub timeout: String,
 }
 
@@ -115,7 +115,7 @@ pub fn rollout_problems(driver: &super::DriverSpec) -> Vec<(String, String)> {
     let path = "spec.driver.rollout";
     if driver.update_strategy.is_some() {
         found.push((
-            format!("{path}"),
+            path.to_string(),
             "must not be set with updateStrategy (the operator steps the rollout itself)".into(),
         ));
     }

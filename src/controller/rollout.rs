@@ -10,12 +10,12 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::events::EventType;
+use kube::runtime::events::{Event, EventType};
 
 use super::observe::Snapshot;
 use super::operands::cached;
 use super::plan::{Driver, Mode, Plan};
-use super::{Context, Error, events};
+use super::{Context, Error};
 use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCount};
 use crate::build::LABEL_CONFIG;
 use crate::nodes::NodeFilter;
@@ -75,7 +75,7 @@ pub async fn drive(
         acting: plan.mode == Mode::Normal,
     });
     let failed = evict(&decision, &plan.config.spec.driver.namespace, ctx).await.err();
-    announce(&decision, ctx, reference).await;
+    announce(&decision, &ds, ctx, reference).await;
     let recheck = waiting_for(&decision.status, policy.timeout_seconds().unwrap_or(300));
     Driven { versions, rollout: Some(decision.status), recheck, failed }
 }
@@ -164,20 +164,34 @@ async fn evict(decision: &Decision, namespace: &str, ctx: &Context) -> Result<()
     Ok(())
 }
 
-async fn announce(decision: &Decision, ctx: &Context, reference: &ObjectReference) {
+/// One event per step, halt and completion. The recorder folds events of one reason, action and related object
+/// into a series that keeps the first note, so each names the target revision (related) and its step (action).
+async fn announce(decision: &Decision, ds: &DaemonSet, ctx: &Context, reference: &ObjectReference) {
     let status = &decision.status;
-    let (type_, reason, note) = match &decision.change {
+    let (type_, reason, action, note) = match &decision.change {
         None => return,
         Some(Change::Step { step, nodes }) => {
             let what = if *step == 1 { "canary".to_string() } else { format!("step {step}") };
-            (EventType::Normal, "RolloutStep", format!("{what}: moving {} to {}", nodes.join(", "), status.version))
+            let note = format!("{what}: moving {} to {}", nodes.join(", "), status.version);
+            (EventType::Normal, "RolloutStep", format!("Step{step}"), note)
         }
-        Some(Change::Halted) => (EventType::Warning, "RolloutHalted", rollout::halt_message(status)),
+        Some(Change::Halted) => (EventType::Warning, "RolloutHalted", "Halt".into(), rollout::halt_message(status)),
         Some(Change::Complete) => {
-            (EventType::Normal, "RolloutComplete", format!("every node runs the plugin {}", status.version))
+            let note = format!("every node runs the plugin {}", status.version);
+            (EventType::Normal, "RolloutComplete", "Complete".into(), note)
         }
     };
-    events::publish(ctx, reference, type_, reason, "Rollout", note).await;
+    let revision = ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some("ControllerRevision".into()),
+        namespace: ds.namespace(),
+        name: Some(format!("{}-{}", ds.name_any(), status.revision)),
+        ..ObjectReference::default()
+    };
+    let event = Event { type_, reason: reason.into(), note: Some(note), action, secondary: Some(revision) };
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        tracing::warn!(%error, reason, "publishing an event");
+    }
 }
 
 /// When a step's timeout passes, if it is waiting for its checks.

@@ -161,11 +161,8 @@ pub fn plan(inputs: &Inputs) -> Decision {
     }
 
     let by_name: HashMap<&str, &NodeState> = inputs.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let failures: Vec<NodeIssue> = status
-        .step_nodes
-        .iter()
-        .filter_map(|moved| Some(check(moved, by_name.get(moved.node.as_str())?, inputs)?))
-        .collect();
+    let failures: Vec<NodeIssue> =
+        status.step_nodes.iter().filter_map(|moved| check(moved, by_name.get(moved.node.as_str())?, inputs)).collect();
     if !failures.is_empty() {
         let started = status.step_start_time.as_ref().map(|t| t.0.as_second());
         let Some(started) = started else {
@@ -188,7 +185,8 @@ pub fn plan(inputs: &Inputs) -> Decision {
     // The step passed (or none ran yet): move the next nodes, unhealthy ones first.
     let mut remaining: Vec<&NodeState> = inputs.nodes.iter().filter(|n| old(n, target)).collect();
     if remaining.is_empty() {
-        let change = (status.state != RolloutState::Complete).then_some(Change::Complete);
+        // Only a rollout that moved nodes is announced (a fresh install is complete at once).
+        let change = (status.state != RolloutState::Complete && status.step > 0).then_some(Change::Complete);
         status.state = RolloutState::Complete;
         status.step_nodes.clear();
         status.step_start_time = None;
@@ -264,7 +262,8 @@ pub fn halt_message(status: &RolloutStatus) -> String {
     let more = status.failed_nodes.len().saturating_sub(shown.len());
     let more = if more > 0 { format!(" and {more} more") } else { String::new() };
     format!(
-        "rollout to {} halted at step {}: {}{more}; the other nodes keep their version until driver changes",
+        "rollout to {} halted at step {}: {}{more}; the other nodes keep their version until the plugin template \
+         changes (driver.image)",
         status.version,
         status.step,
         shown.join("; ")

@@ -195,7 +195,7 @@ fn steps_are_sized_by_the_fleet_and_complete_at_once_when_nothing_is_old() {
 
     let fresh: Vec<NodeState> = (0..3).map(|i| node(&format!("m{i}"), NEW, "1.2.0")).collect();
     let done = plan(&inputs(&policy, &fresh, &target, None, T0));
-    assert_eq!((done.status.state, done.status.step), (RolloutState::Complete, 0));
+    assert_eq!((done.status.state, done.status.step, done.change), (RolloutState::Complete, 0, None));
 }
 
 #[test]
