@@ -5,8 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
-    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, RolloutState,
-    TemplateCapacity, TemplateSummary, UnhealthyDevice,
+    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, TemplateCapacity,
+    TemplateSummary, UnhealthyDevice,
 };
 
 /// Declares a string-valued enum whose variants serialize to their own names.
@@ -162,7 +162,7 @@ pub fn compute(
             (false, Reason::Pending, "waiting for the DaemonSet controller".into(), Some(status.clone()))
         }
         Rollout::Applied { status, .. } => {
-            let (ok, reason, message) = driver_condition(status);
+            let (ok, reason, message) = crate::rollout::driver_condition(status);
             (ok, reason, message, Some(status.clone()))
         }
     };
@@ -241,31 +241,6 @@ pub fn compute(
                 ..profile.clone()
             })
             .collect(),
-    }
-}
-
-/// DriverReady from the driver's figures: "12/40 nodes on 1.2.0, 38 ready", and the halt or step of a rollout.
-fn driver_condition(status: &DriverStatus) -> (bool, Reason, String) {
-    let version = status.image.as_deref().map(crate::rollout::image_label).unwrap_or_default();
-    let figures =
-        format!("{}/{} nodes on {version}, {} ready", status.updated_nodes, status.desired_nodes, status.ready_nodes);
-    match &status.rollout {
-        Some(rollout) if rollout.state == RolloutState::Halted => {
-            (false, Reason::RolloutHalted, format!("{figures}; {}", crate::rollout::halt_message(rollout)))
-        }
-        _ => {
-            let done = status.ready_nodes >= status.desired_nodes && status.updated_nodes >= status.desired_nodes;
-            let step = match &status.rollout {
-                Some(r) if !done && r.state == RolloutState::Progressing && r.step > 0 => {
-                    let nodes: Vec<&str> = r.step_nodes.iter().take(5).map(|n| n.node.as_str()).collect();
-                    let what = if r.step == 1 { "canary".to_string() } else { format!("step {}", r.step) };
-                    format!(" ({what}: {})", nodes.join(", "))
-                }
-                _ => String::new(),
-            };
-            let reason = if done { Reason::RolloutComplete } else { Reason::RollingOut };
-            (done, reason, format!("{figures}{step}"))
-        }
     }
 }
 
@@ -355,42 +330,6 @@ mod tests {
         let status = compute(None, &conflict, now());
         assert_eq!(condition(&status, ConditionType::ConfigValid).reason, "Conflict");
         assert_eq!(condition(&status, ConditionType::TemplatesReady).status, "True");
-    }
-
-    #[test]
-    fn driver_ready_says_how_many_nodes_run_the_version_and_names_a_halt() {
-        let mut rolling = observation();
-        let mut driver = DriverStatus {
-            image: Some("r/neuron-dra-driver:1.2.0".into()),
-            desired_nodes: 40,
-            ready_nodes: 39,
-            updated_nodes: 12,
-            ..DriverStatus::default()
-        };
-        rolling.rollout = Rollout::Applied { status: driver.clone(), observed: true };
-        let status = compute(None, &rolling, now());
-        let ready = condition(&status, ConditionType::DriverReady);
-        assert_eq!((ready.reason.as_str(), ready.message.as_str()), ("RollingOut", "12/40 nodes on 1.2.0, 39 ready"));
-
-        driver.rollout = Some(crate::api::RolloutStatus {
-            revision: "abc".into(),
-            version: "1.2.0".into(),
-            state: RolloutState::Halted,
-            step: 1,
-            step_start_time: None,
-            step_nodes: vec![],
-            failed_nodes: vec![NodeIssue {
-                node: "n7".into(),
-                reason: "PluginNotReady".into(),
-                message: "plugin pod p of 1.2.0 is not Ready".into(),
-            }],
-        });
-        rolling.rollout = Rollout::Applied { status: driver, observed: true };
-        let status = compute(None, &rolling, now());
-        let ready = condition(&status, ConditionType::DriverReady);
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutHalted"));
-        assert!(ready.message.contains("n7: plugin pod p of 1.2.0 is not Ready"), "{}", ready.message);
-        assert_eq!(status.phase, Some(Phase::Progressing));
     }
 
     #[test]

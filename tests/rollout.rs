@@ -115,6 +115,10 @@ async fn a_good_version_reaches_every_node_in_steps() {
     assert_eq!(driver_ready(mixed[0]).1, "RollingOut");
     assert_eq!(done.driver.unwrap().rollout.unwrap().step, 3, "canary 1, then 2 and 2");
     assert!(plugin_pods(&f).await.values().all(|(_, image)| image.ends_with(":1.2.0")));
+    // Complete and idle: nothing more is written.
+    let writes = f.scenario.operator().writes();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(f.scenario.operator().writes(), writes, "a finished rollout writes nothing");
     for what in ["canary: moving", "step 2: moving", "step 3: moving", "every node runs the plugin 1.2.0"] {
         eventually(TIMEOUT, &format!("an event {what:?}"), || async { events(&f).contains(what).then_some(()) }).await;
     }

@@ -217,3 +217,39 @@ fn versions_count_nodes_and_ready_per_revision() {
     assert_eq!(image_label("r/x@sha256:0123456789abcdef0123"), "sha256:0123456789ab");
     assert_eq!(image_label("localhost:5000/x"), "localhost:5000/x");
 }
+
+#[test]
+fn driver_ready_says_how_many_nodes_run_the_version_and_names_a_halt() {
+    let mut driver = crate::api::DriverStatus {
+        image: Some("r/neuron-dra-driver:1.2.0".into()),
+        desired_nodes: 40,
+        ready_nodes: 39,
+        updated_nodes: 12,
+        ..Default::default()
+    };
+    let (ok, reason, message) = driver_condition(&driver);
+    assert_eq!((ok, reason, message.as_str()), (false, Reason::RollingOut, "12/40 nodes on 1.2.0, 39 ready"));
+
+    let policy = RolloutPolicy::default();
+    let target = target();
+    let nodes = fleet(40);
+    driver.rollout = Some(plan(&inputs(&policy, &nodes, &target, None, T0)).status);
+    assert_eq!(driver_condition(&driver).2, "12/40 nodes on 1.2.0, 39 ready (canary: n00)");
+
+    let mut halted = driver.rollout.clone().unwrap();
+    halted.state = RolloutState::Halted;
+    halted.failed_nodes = vec![NodeIssue {
+        node: "n00".into(),
+        reason: PLUGIN_NOT_READY.into(),
+        message: "plugin pod p is not Ready".into(),
+    }];
+    driver.rollout = Some(halted);
+    let (ok, reason, message) = driver_condition(&driver);
+    assert_eq!((ok, reason), (false, Reason::RolloutHalted));
+    assert!(
+        message.starts_with(
+            "12/40 nodes on 1.2.0, 39 ready; rollout to 1.2.0 halted at step 1: n00: plugin pod p is not Ready"
+        ),
+        "{message}"
+    );
+}
