@@ -17,6 +17,7 @@ pub mod crd;
 pub mod health;
 pub mod leader;
 pub mod nodes;
+pub mod rollout;
 pub mod server;
 pub mod simulate;
 pub mod status;

@@ -129,6 +129,8 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
     check_extended_resource(config.spec.extended_resource_name.as_deref(), &config.spec.device_class_name, &mut errors);
     check_selector("spec.nodeSelector", config.spec.node_selector.as_ref(), &mut errors);
     check_selector("spec.templates.namespaceSelector", config.spec.templates.namespace_selector.as_ref(), &mut errors);
+    // The rollout policy's CEL rules.
+    errors.extend(crate::api::rollout_problems(&config.spec.driver).into_iter().map(|(p, r)| FieldError::new(p, r)));
 
     let mut claims = Vec::new();
     for (index, profile) in config.spec.profiles.iter().enumerate() {
