@@ -16,7 +16,9 @@ use std::sync::LazyLock;
 use validator::Validate;
 
 mod remediation;
+mod rollout;
 pub use remediation::*;
+pub use rollout::*;
 
 pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 pub static DNS_LABEL: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(DNS_LABEL_PATTERN).unwrap());
@@ -143,8 +145,9 @@ fn default_driver_namespace() -> String {
 }
 
 /// The kubelet-plugin DaemonSet. Lists here are added to AWS's defaults; scalar fields replace them.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Validate)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Validate)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("!has(self.rollout) || !has(self.updateStrategy)").message("must not be set with updateStrategy (the operator steps the rollout itself)").field_path(".rollout"))]
 pub struct DriverSpec {
     /// Kubelet plugin image, `public.ecr.aws/neuron/neuron-dra-driver:<semver>` or a mirror of it. The tag is
     /// compared with the `draDriverVersion` the nodes publish.
@@ -184,9 +187,20 @@ pub struct DriverSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
 
-    /// Rolling-update settings; default maxUnavailable 0, maxSurge 1 (seamless plugin upgrade).
+    /// Rolling-update settings; default maxUnavailable 0, maxSurge 1 (seamless plugin upgrade). Excludes `rollout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_strategy: Option<UpdateStrategy>,
+
+    /// A plugin rollout in checked steps, driven by the operator instead of the DaemonSet controller (absent: the
+    /// DaemonSet controller rolls out by `updateStrategy`; `{}` takes every default). The DaemonSet gets
+    /// `updateStrategy: OnDelete`; the operator moves nodes to a new plugin template by deleting their old plugin
+    /// pods, first `canary` nodes, then `maxUnavailable` nodes per step. After each step every moved node must run a
+    /// Ready plugin pod of the new template and publish its ResourceSlice again, from the new version, with at least
+    /// as many Neuron devices as before, within `timeout`. Otherwise the rollout halts (DriverReady=False, reason
+    /// RolloutHalted) and the other nodes keep their version until the plugin's template changes again: a fixed
+    /// image resumes, the old image rolls back, both in the same steps. Excludes `updateStrategy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutPolicy>,
 }
 
 impl Default for DriverSpec {
@@ -201,6 +215,7 @@ impl Default for DriverSpec {
             resources: None,
             env: Vec::new(),
             update_strategy: None,
+            rollout: None,
         }
     }
 }
@@ -562,6 +577,12 @@ pub struct DriverStatus {
     /// Nodes running the current plugin version.
     #[serde(default)]
     pub updated_nodes: i32,
+    /// The plugin versions the nodes run, with how many nodes (and ready nodes) each; most nodes first, at most 10.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<VersionCount>,
+    /// The stepped rollout, with `driver.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
 
 /// Device totals.

@@ -18,6 +18,7 @@ pub mod health;
 pub mod leader;
 pub mod nodes;
 pub mod remediation;
+pub mod rollout;
 pub mod server;
 pub mod simulate;
 pub mod status;

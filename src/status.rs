@@ -45,7 +45,7 @@ names! {
     /// Every `reason` a condition can carry; the README's troubleshooting table lists them.
     Reason {
         Valid, InvalidSpec, Conflict, Unparseable, Unsupported,
-        RolloutComplete, RollingOut, Pending, NotApplied,
+        RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied,
         Applied, Missing,
         AllHealthy, Unhealthy,
         Ready, NotReady,
@@ -173,13 +173,8 @@ pub fn compute(
             (false, Reason::Pending, "waiting for the DaemonSet controller".into(), Some(status.clone()))
         }
         Rollout::Applied { status, .. } => {
-            let done = status.ready_nodes >= status.desired_nodes && status.updated_nodes >= status.desired_nodes;
-            let message = format!(
-                "{} of {} nodes ready, {} updated",
-                status.ready_nodes, status.desired_nodes, status.updated_nodes
-            );
-            let reason = if done { Reason::RolloutComplete } else { Reason::RollingOut };
-            (done, reason, message, Some(status.clone()))
+            let (ok, reason, message) = crate::rollout::driver_condition(status);
+            (ok, reason, message, Some(status.clone()))
         }
     };
     set(ConditionType::DriverReady, driver_ok, driver_reason, driver_message);
@@ -383,6 +378,7 @@ mod tests {
                 "Unsupported",
                 "RolloutComplete",
                 "RollingOut",
+                "RolloutHalted",
                 "Pending",
                 "NotApplied",
                 "Applied",

@@ -63,6 +63,7 @@ pub struct Metrics {
     pub driver_desired_nodes: Family<ConfigLabels, Gauge>,
     pub driver_ready_nodes: Family<ConfigLabels, Gauge>,
     pub driver_updated_nodes: Family<ConfigLabels, Gauge>,
+    pub driver_rollout_halted: Family<ConfigLabels, Gauge>,
     pub templates: Family<ConfigLabels, Gauge>,
     pub condition: Family<ConditionLabels, Gauge>,
     pub remediation_failing_nodes: Family<ConfigLabels, Gauge>,
@@ -86,6 +87,7 @@ impl Default for Metrics {
         let driver_desired_nodes = Family::<ConfigLabels, Gauge>::default();
         let driver_ready_nodes = Family::<ConfigLabels, Gauge>::default();
         let driver_updated_nodes = Family::<ConfigLabels, Gauge>::default();
+        let driver_rollout_halted = Family::<ConfigLabels, Gauge>::default();
         let templates = Family::<ConfigLabels, Gauge>::default();
         let condition = Family::<ConditionLabels, Gauge>::default();
         let remediation_failing_nodes = Family::<ConfigLabels, Gauge>::default();
@@ -124,6 +126,11 @@ impl Default for Metrics {
             "Nodes running a config's current kubelet plugin version",
             driver_updated_nodes.clone(),
         );
+        registry.register(
+            "driver_rollout_halted",
+            "1 while a config's stepped plugin rollout is halted, else 0",
+            driver_rollout_halted.clone(),
+        );
         registry.register("templates", "ResourceClaimTemplates a config has in place", templates.clone());
         registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
         registry.register(
@@ -156,6 +163,7 @@ impl Default for Metrics {
             driver_desired_nodes,
             driver_ready_nodes,
             driver_updated_nodes,
+            driver_rollout_halted,
             templates,
             condition,
             remediation_failing_nodes,
@@ -197,6 +205,8 @@ impl Metrics {
         self.driver_desired_nodes.get_or_create(&labels).set(driver.desired_nodes.into());
         self.driver_ready_nodes.get_or_create(&labels).set(driver.ready_nodes.into());
         self.driver_updated_nodes.get_or_create(&labels).set(driver.updated_nodes.into());
+        let halted = driver.rollout.is_some_and(|r| r.state == crate::api::RolloutState::Halted);
+        self.driver_rollout_halted.get_or_create(&labels).set(i64::from(halted));
         self.templates.get_or_create(&labels).set(status.templates.as_ref().map_or(0, |t| t.count));
         let remediation = status.remediation.clone().unwrap_or_default();
         self.remediation_failing_nodes.get_or_create(&labels).set(remediation.failing_nodes);
@@ -347,6 +357,7 @@ mod tests {
             "neuron_dra_operator_driver_desired_nodes{config=\"pool\"} 4",
             "neuron_dra_operator_driver_ready_nodes{config=\"pool\"} 3",
             "neuron_dra_operator_driver_updated_nodes{config=\"pool\"} 2",
+            "neuron_dra_operator_driver_rollout_halted{config=\"pool\"} 0",
             "neuron_dra_operator_templates{config=\"pool\"} 10",
             "neuron_dra_operator_config_condition{config=\"pool\",condition=\"Ready\"} 0",
             "neuron_dra_operator_config_condition{config=\"pool\",condition=\"ConfigValid\"} 1",
@@ -356,6 +367,19 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
         }
+
+        let mut halted = status.clone();
+        halted.driver.as_mut().unwrap().rollout = Some(crate::api::RolloutStatus {
+            revision: "r".into(),
+            version: "1.2.0".into(),
+            state: crate::api::RolloutState::Halted,
+            step: 1,
+            step_start_time: None,
+            step_nodes: vec![],
+            failed_nodes: vec![],
+        });
+        metrics.record_status("pool", &halted);
+        assert!(metrics.encode().contains("neuron_dra_operator_driver_rollout_halted{config=\"pool\"} 1"));
 
         // A status without a driver (not applied yet) reads 0, not the previous figure.
         metrics.record_status("pool", &NeuronDRAConfigStatus::default());

@@ -129,9 +129,10 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
     check_extended_resource(config.spec.extended_resource_name.as_deref(), &config.spec.device_class_name, &mut errors);
     check_selector("spec.nodeSelector", config.spec.node_selector.as_ref(), &mut errors);
     check_selector("spec.templates.namespaceSelector", config.spec.templates.namespace_selector.as_ref(), &mut errors);
-    for (path, reason) in crate::api::remediation_problems(config.spec.remediation.as_ref()) {
-        errors.push(FieldError::new(path, reason));
-    }
+    // The rollout and remediation policies' CEL rules.
+    errors.extend(crate::api::rollout_problems(&config.spec.driver).into_iter().map(|(p, r)| FieldError::new(p, r)));
+    let remediation = crate::api::remediation_problems(config.spec.remediation.as_ref());
+    errors.extend(remediation.into_iter().map(|(p, r)| FieldError::new(p, r)));
 
     let mut claims = Vec::new();
     for (index, profile) in config.spec.profiles.iter().enumerate() {

@@ -107,19 +107,12 @@ pub fn daemon_set(config: &ValidatedConfig) -> DaemonSet {
     let name = plugin_name(&config.name);
     let mut pod_labels = config_labels(config);
     pod_labels.extend(pod_selector_labels(config));
-    let update = driver.update_strategy.clone().unwrap_or_default();
 
     DaemonSet {
         metadata: owned_meta(config, &name, Some(&driver.namespace)),
         spec: Some(DaemonSetSpec {
             selector: LabelSelector { match_labels: Some(pod_selector_labels(config)), ..LabelSelector::default() },
-            update_strategy: Some(DaemonSetUpdateStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDaemonSet {
-                    max_unavailable: Some(update.max_unavailable.unwrap_or(IntOrString::Int(0))),
-                    max_surge: Some(update.max_surge.unwrap_or(IntOrString::Int(1))),
-                }),
-            }),
+            update_strategy: Some(update_strategy(driver)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: Some(pod_labels), ..ObjectMeta::default() }),
                 spec: Some(PodSpec {
@@ -149,6 +142,22 @@ pub fn daemon_set(config: &ValidatedConfig) -> DaemonSet {
             ..DaemonSetSpec::default()
         }),
         ..DaemonSet::default()
+    }
+}
+
+/// With a rollout policy the operator replaces the pods itself, step by step (`rollout`): the DaemonSet controller
+/// only recreates the pods it deletes (`OnDelete`). Otherwise the DaemonSet controller rolls out.
+fn update_strategy(driver: &crate::api::DriverSpec) -> DaemonSetUpdateStrategy {
+    if driver.rollout.is_some() {
+        return DaemonSetUpdateStrategy { type_: Some("OnDelete".into()), rolling_update: None };
+    }
+    let update = driver.update_strategy.clone().unwrap_or_default();
+    DaemonSetUpdateStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDaemonSet {
+            max_unavailable: Some(update.max_unavailable.unwrap_or(IntOrString::Int(0))),
+            max_surge: Some(update.max_surge.unwrap_or(IntOrString::Int(1))),
+        }),
     }
 }
 

@@ -334,6 +334,16 @@ fn daemon_set_has_every_chart_default() {
 }
 
 #[test]
+fn a_rollout_policy_hands_the_pods_to_the_operator() {
+    let cfg = config_with(json!({"driver": {"rollout": {}}, "profiles": []}));
+    let value = serde_json::to_value(build(&cfg, &[]).daemon_set).unwrap();
+    // The DaemonSet controller only recreates what the operator deletes; no rollingUpdate settings are sent.
+    assert_eq!(value["spec"]["updateStrategy"], json!({"type": "OnDelete"}));
+    let policy = cfg.spec.driver.rollout.unwrap();
+    assert_eq!((policy.canary, policy.timeout.as_str()), (1, "5m"), "the documented defaults");
+}
+
+#[test]
 fn driver_overrides_merge_on_top_of_the_defaults() {
     let cfg = config_with(json!({
         "nodeSelector": {"matchLabels": {"pool": "a"}, "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["x"]}]},

@@ -15,6 +15,8 @@ pub enum Error {
     /// Asking the server what it supports failed.
     #[error("probing the API server: {0}")]
     Probe(#[source] kube::Error),
+    #[error("replacing a plugin pod: {0}")]
+    Evict(#[source] kube::Error),
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
@@ -34,6 +36,7 @@ impl Error {
             Self::Writes(errors) => errors.iter().map(|e| (e.category(), e.to_string())).collect(),
             Self::Status(e) => vec![(api_category(e).unwrap_or("StatusFailed"), self.to_string())],
             Self::Probe(e) => vec![(api_category(e).unwrap_or("ProbeFailed"), self.to_string())],
+            Self::Evict(e) => vec![(api_category(e).unwrap_or("EvictFailed"), self.to_string())],
             Self::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner.failures(),
                 finalizer::Error::AddFinalizer(api) | finalizer::Error::RemoveFinalizer(api) => {

@@ -9,6 +9,7 @@ mod operands;
 mod plan;
 mod reconcile;
 mod remediation;
+mod rollout;
 mod runtime;
 mod sampling;
 
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
@@ -75,6 +76,8 @@ pub struct Stores {
     pub taint_rules: Store<TaintRuleView>,
     /// The kubelet-plugin pods of every config.
     pub plugin_pods: Store<PodView>,
+    /// The plugin DaemonSets' ControllerRevisions (their templates), for the rollout.
+    pub revisions: Store<ControllerRevision>,
 }
 
 impl Stores {
@@ -99,6 +102,7 @@ impl Stores {
             self.claims.wait_until_ready(),
             self.taint_rules.wait_until_ready(),
             self.plugin_pods.wait_until_ready(),
+            self.revisions.wait_until_ready(),
         );
     }
 }
@@ -242,6 +246,8 @@ pub async fn run_controller(
     let (admission_policy_bindings, vapb_stream) =
         cached(Api::<ValidatingAdmissionPolicyBinding>::all(client.clone()), managed.clone());
     let (device_classes, dc_stream) = cached(Api::<DeviceClass>::all(client.clone()), managed.clone());
+    // The DaemonSet controller copies the pod template's labels (managed-by included) onto its revisions.
+    let (revisions, revisions_stream) = cached(Api::<ControllerRevision>::all(client.clone()), managed.clone());
 
     let stores = Stores {
         configs: configs.clone(),
@@ -260,6 +266,7 @@ pub async fn run_controller(
         claims,
         taint_rules,
         plugin_pods,
+        revisions,
     };
     let (synced_tx, synced_rx) = watch::channel(false);
     let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
@@ -299,6 +306,7 @@ pub async fn run_controller(
         .watches_stream(vap_stream, owner_in(&configs))
         .watches_stream(vapb_stream, owner_in(&configs))
         .watches_stream(pods_stream, owner_in(&configs))
+        .watches_stream(revisions_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);
 
@@ -387,6 +395,7 @@ impl Context {
             &metrics.driver_desired_nodes,
             &metrics.driver_ready_nodes,
             &metrics.driver_updated_nodes,
+            &metrics.driver_rollout_halted,
             &metrics.templates,
             &metrics.remediation_failing_nodes,
             &metrics.remediated_nodes,

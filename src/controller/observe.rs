@@ -66,6 +66,7 @@ fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
             desired_nodes: s.desired_number_scheduled,
             ready_nodes: s.number_ready,
             updated_nodes: s.updated_number_scheduled.unwrap_or(0),
+            ..DriverStatus::default()
         },
         observed,
     }
@@ -136,7 +137,24 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
     by_node
 }
 
+/// The versions and the stepped rollout (`controller::rollout`) in the driver's status.
+pub fn with_rollout(observation: &mut Observation, driven: super::rollout::Driven) {
+    if let Rollout::Applied { status, .. } = &mut observation.rollout {
+        status.versions = driven.versions;
+        status.rollout = driven.rollout;
+    }
+}
+
 impl Snapshot {
+    pub fn nodes(&self) -> &[Arc<NodeView>] {
+        &self.nodes
+    }
+
+    /// The Neuron driver's slices of one node.
+    pub fn slices_of(&self, node: &str) -> &[Arc<SliceView>] {
+        self.slices.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
     pub fn new(stores: &Stores) -> Self {
         Snapshot {
             nodes: stores.nodes.state(),

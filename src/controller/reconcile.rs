@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::operands::{Pass, Report};
 use super::plan::{Driver, Mode, NamespaceState, Plan};
-use super::{Context, Error, GuardedConfig, events, observe, remediation};
+use super::{Context, Error, GuardedConfig, events, observe, remediation, rollout};
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
 use crate::apply::shared_manager;
 use crate::build::MANAGER;
@@ -149,9 +149,12 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     }
     let remedied = remediation::remediate(ctx, &plan, previous, &reference).await;
     pass.report.errors.extend(remedied.errors);
-    let mut observation = observe::observation(config.meta().generation, &plan, driver, &pass.report, &ctx.stores);
-    observation.remediation = remedied.status;
     let snapshot = observe::Snapshot::new(&ctx.stores);
+    let mut driven = rollout::drive(&plan, driver, previous, &snapshot, ctx, &reference).await;
+    let (recheck, evict_failed) = (driven.recheck, driven.failed.take());
+    let mut observation = observe::observation(config.meta().generation, &plan, driver, &pass.report, &ctx.stores);
+    observe::with_rollout(&mut observation, driven);
+    observation.remediation = remedied.status;
     let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict, &ctx.stores);
     events::health(ctx, &reference, previous, &assessment).await;
     observation.capacity = snapshot.capacity(&plan.config);
@@ -160,11 +163,15 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     write_status(config, &observation, ctx).await?;
 
     failed(pass.report.errors)?;
+    if let Some(error) = evict_failed {
+        return Err(error);
+    }
     if pass.report.pending || driver == Driver::WaitingForNamespace {
         // Our own writes (or a namespace's deletion) will show up in the cache in a moment; check then.
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    Ok(Action::await_change())
+    // A rollout step's timeout passes without any event.
+    Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// The per-config gauges (from the status this reconcile writes), managed objects and room per template.

@@ -1,5 +1,7 @@
 //! The stand-in kubelet: reports the pods kube-scheduler bound to simulated nodes as running (plugin pods Ready or
-//! not, as their node's annotation says) and confirms their deletion, as kubelets would.
+//! not, as their node's annotation says) and confirms their deletion, as kubelets would. Asked to, it also plays the
+//! kubelet plugin: a plugin pod that starts publishes its node's Neuron slice from its image's version, and a "bad"
+//! version (an image tag ending in `-notready` or `-fewer`) misbehaves as `NOT_READY_TAG` and `FEWER_DEVICES_TAG` say.
 
 use std::time::Duration;
 
@@ -11,8 +13,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use super::fleet;
 use super::fleet::SIMULATED_LABEL;
-use super::{PARALLEL, PLUGIN_POD_LABEL, PLUGIN_READY_ANNOTATION, apply_params};
+use super::{FEWER_DEVICES_TAG, NOT_READY_TAG, PARALLEL, PLUGIN_POD_LABEL, PLUGIN_READY_ANNOTATION, apply_params};
 
 pub(super) async fn set_plugin_ready(client: &Client, node_name: &str, ready: bool) -> anyhow::Result<()> {
     let patch = json!({"metadata": {"annotations": {PLUGIN_READY_ANNOTATION: ready.to_string()}}});
@@ -38,7 +41,7 @@ fn is_plugin_pod(pod: &Pod) -> bool {
 
 /// Reports a pod bound to a simulated node as its kubelet would: running (plugin pods Ready as the node's
 /// annotation says, other pods Ready), or, once it is being deleted, gone. Returns whether the pod was ours.
-async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod) -> anyhow::Result<bool> {
+async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod, plugin: bool) -> anyhow::Result<bool> {
     let Some(node_name) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else { return Ok(false) };
     // A pod can be seen before its node reaches the cache: ask the server then.
     let node = match nodes.get(&ObjectRef::new(&node_name)) {
@@ -54,7 +57,11 @@ async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod) -> anyhow::
         force_delete(&pods, &pod.name_any()).await?;
         return Ok(true);
     }
-    let ready = !is_plugin_pod(pod) || node.annotations().get(PLUGIN_READY_ANNOTATION).is_none_or(|v| v == "true");
+    let mut ready = !is_plugin_pod(pod) || node.annotations().get(PLUGIN_READY_ANNOTATION).is_none_or(|v| v == "true");
+    let tag = plugin_tag(pod).filter(|_| plugin && is_plugin_pod(pod));
+    if tag.as_deref().is_some_and(|t| t.ends_with(NOT_READY_TAG)) {
+        ready = false;
+    }
     let status = pod.status.as_ref();
     let current = status
         .and_then(|s| s.conditions.as_ref())
@@ -62,9 +69,39 @@ async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod) -> anyhow::
         .map(|c| c.status == "True");
     let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
     if current != Some(ready) || !running {
+        // The plugin starting: it publishes its devices before it reports Ready.
+        if let Some(tag) = tag.filter(|_| ready && !running) {
+            publish_as_plugin(client, &node_name, &tag).await?;
+        }
         report_pod(client, pod, ready).await?;
     }
     Ok(true)
+}
+
+/// The tag of the plugin container's image (`…:1.2.0` → `1.2.0`).
+fn plugin_tag(pod: &Pod) -> Option<String> {
+    let image = pod.spec.as_ref()?.containers.first()?.image.as_deref()?;
+    Some(crate::rollout::image_label(image))
+}
+
+/// Publishes the node's Neuron slice as plugin version `tag` would: `draDriverVersion` is the tag, and a
+/// `FEWER_DEVICES_TAG` version leaves out the node's last Neuron device.
+async fn publish_as_plugin(client: &Client, node_name: &str, tag: &str) -> anyhow::Result<()> {
+    let (mut spec, index, node) = super::fleet_of(client, node_name).await?;
+    spec.dra_driver_version = tag.to_string();
+    let mut slice = fleet::resource_slice(&spec, index, node.uid());
+    if tag.ends_with(FEWER_DEVICES_TAG)
+        && let Some(devices) = slice.spec.devices.as_mut()
+        && let Some(last) = devices.iter().rposition(|d| {
+            d.attributes.as_ref().and_then(|a| a.get("resourceType")).and_then(|v| v.string.as_deref())
+                == Some("neuron_device")
+        })
+    {
+        devices.remove(last);
+    }
+    let slices: Api<k8s_openapi::api::resource::v1::ResourceSlice> = Api::all(client.clone());
+    slices.patch(&slice.metadata.name.clone().unwrap_or_default(), &apply_params(), &Patch::Apply(&slice)).await?;
+    Ok(())
 }
 
 async fn report_pod(client: &Client, pod: &Pod, ready: bool) -> anyhow::Result<()> {
@@ -120,7 +157,7 @@ pub async fn kubelet_pass(client: &Client) -> anyhow::Result<usize> {
     let pods: Api<Pod> = Api::all(client.clone());
     let list = pods.list(&ListParams::default().fields("spec.nodeName!=")).await?;
     let handled = futures::stream::iter(list.items.iter())
-        .map(|pod| handle_pod(client, &nodes, pod))
+        .map(|pod| handle_pod(client, &nodes, pod, false))
         .buffer_unordered(PARALLEL)
         .try_collect::<Vec<bool>>()
         .await;
@@ -130,6 +167,11 @@ pub async fn kubelet_pass(client: &Client) -> anyhow::Result<usize> {
 
 /// Watches the pods bound to nodes until the process is stopped.
 pub async fn kubelet(client: Client) -> anyhow::Result<()> {
+    kubelet_with(client, false).await
+}
+
+/// `kubelet`, also playing the kubelet plugin when `plugin` is true (see the module's documentation).
+pub async fn kubelet_with(client: Client, plugin: bool) -> anyhow::Result<()> {
     let (nodes, _task) = simulated_nodes(&client).await;
     let pods: Api<Pod> = Api::all(client.clone());
     let stream =
@@ -141,7 +183,7 @@ pub async fn kubelet(client: Client) -> anyhow::Result<()> {
             async move {
                 match pod {
                     Ok(pod) => {
-                        if let Err(error) = handle_pod(&client, &nodes, &pod).await {
+                        if let Err(error) = handle_pod(&client, &nodes, &pod, plugin).await {
                             tracing::warn!(pod = %pod.name_any(), %error, "simulated kubelet");
                         }
                     }

@@ -7,7 +7,7 @@ pub mod fleet;
 mod kubelet;
 
 use kubelet::{force_delete, pod_node, set_plugin_ready};
-pub use kubelet::{kubelet, kubelet_pass};
+pub use kubelet::{kubelet, kubelet_pass, kubelet_with};
 
 use anyhow::{Context as _, bail};
 use futures::{StreamExt, TryStreamExt};
@@ -28,6 +28,10 @@ const DRA_VERSION_ANNOTATION: &str = "neurondra.io/sim-dra-driver-version";
 const NEURON_VERSION_ANNOTATION: &str = "neurondra.io/sim-neuron-driver-version";
 const KUBELET_VERSION_ANNOTATION: &str = "neurondra.io/sim-kubelet-version";
 const PLUGIN_POD_LABEL: &str = "app.kubernetes.io/name=neuron-dra-driver";
+/// A plugin image tag ending in this never becomes Ready (with `kubelet --plugin`).
+pub const NOT_READY_TAG: &str = "-notready";
+/// A plugin image tag ending in this publishes one Neuron device fewer than the node has (with `kubelet --plugin`).
+pub const FEWER_DEVICES_TAG: &str = "-fewer";
 /// Taint key the simulated driver uses for a faulty device.
 pub const FAULT_TAINT_KEY: &str = "neuron.aws.com/unhealthy";
 const PARALLEL: usize = 32;
@@ -68,6 +72,10 @@ pub enum SimulateCommand {
         /// One pass instead of watching.
         #[arg(long)]
         once: bool,
+        /// Also play the kubelet plugin: a starting plugin pod publishes its node's slice from its image tag, and a
+        /// tag ending in `-notready` never gets Ready, one ending in `-fewer` publishes a device fewer.
+        #[arg(long)]
+        plugin: bool,
     },
     /// Remove every simulated node and slice (or those of one prefix).
     Clear {
@@ -139,12 +147,12 @@ pub async fn run(client: Client, command: SimulateCommand) -> anyhow::Result<()>
             fault(&client, kind, &node, device.as_deref(), effect).await?;
             println!("fault {kind:?} on {node}");
         }
-        SimulateCommand::Kubelet { once } => {
+        SimulateCommand::Kubelet { once, plugin } => {
             if once {
                 let handled = kubelet_pass(&client).await?;
                 println!("kubelet: {handled} pods on simulated nodes reported");
             } else {
-                kubelet(client).await?;
+                kubelet_with(client, plugin).await?;
             }
         }
         SimulateCommand::Clear { prefix } => {
@@ -212,7 +220,7 @@ async fn apply_slices(client: &Client, spec: &FleetSpec, index: usize, uid: Opti
 }
 
 /// The fleet a simulated node belongs to, recovered from its labels and annotations.
-async fn fleet_of(client: &Client, node_name: &str) -> anyhow::Result<(FleetSpec, usize, Node)> {
+pub(super) async fn fleet_of(client: &Client, node_name: &str) -> anyhow::Result<(FleetSpec, usize, Node)> {
     let node = Api::<Node>::all(client.clone()).get(node_name).await.with_context(|| format!("node {node_name}"))?;
     let labels = node.labels();
     let prefix = labels.get(SIMULATED_LABEL).with_context(|| format!("{node_name} is not a simulated node"))?;

@@ -56,6 +56,16 @@ impl Fleet {
     }
 
     pub async fn with_groups(name: &str, groups: &[NodeGroup]) -> Fleet {
+        Fleet::start_with(name, groups, false).await
+    }
+
+    /// Like `with_groups`, with the stand-in kubelet also playing the plugin: each plugin pod that starts publishes
+    /// its node's slice from its image tag (and a `-notready` or `-fewer` tag misbehaves).
+    pub async fn with_plugin(name: &str, groups: &[NodeGroup]) -> Fleet {
+        Fleet::start_with(name, groups, true).await
+    }
+
+    async fn start_with(name: &str, groups: &[NodeGroup], plugin: bool) -> Fleet {
         let scenario = Scenario::with_operator(name).await;
         for group in groups {
             let spec = FleetSpec {
@@ -70,7 +80,7 @@ impl Fleet {
         }
         let client = scenario.client.clone();
         let kubelet = tokio::spawn(async move {
-            let _ = simulate::kubelet(client).await;
+            let _ = simulate::kubelet_with(client, plugin).await;
         });
         Fleet { scenario, groups: groups.to_vec(), kubelet }
     }

@@ -122,6 +122,7 @@ impl World {
             claims: store(Vec::new()),
             taint_rules: store_of(crate::taint_rule::v1_resource(), Vec::new()),
             plugin_pods: store(Vec::<PodView>::new()),
+            revisions: store(Vec::new()),
         }
     }
 }

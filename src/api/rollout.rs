@@ -1,0 +1,260 @@
+//! The stepped plugin rollout: the `driver.rollout` policy and what `status.driver` says about versions and steps.
+//! Doc comments become `kubectl explain`; the CEL rules here are repeated in `rollout_problems` for offline `render`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Most nodes one step may move: each is listed in `status.driver.rollout.stepNodes`, so the status stays small.
+pub const MAX_STEP_NODES: usize = 100;
+pub const DEFAULT_CANARY: u32 = 1;
+pub const DEFAULT_MAX_UNAVAILABLE: &str = "10%";
+pub const DEFAULT_TIMEOUT: &str = "5m";
+/// Shortest and longest step timeout, in seconds.
+const TIMEOUT_RANGE: (u64, u64) = (10, 24 * 3600);
+const TIMEOUT_PATTERN: &str = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?([0-9]{1,6}s)?$";
+
+fn default_canary() -> u32 {
+    DEFAULT_CANARY
+}
+fn default_max_unavailable() -> IntOrString {
+    IntOrString::String(DEFAULT_MAX_UNAVAILABLE.into())
+}
+fn default_timeout() -> String {
+    DEFAULT_TIMEOUT.into()
+}
+
+/// The `driver.rollout` policy (documented on the field, which is what `kubectl explain` shows).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RolloutPolicy {
+    /// Nodes in the first step (the canary), 1 to 100; default 1.
+    #[serde(default = "default_canary")]
+    #[schemars(default = "default_canary", range(min = 1, max = 100))]
+    pub canary: u32,
+
+    /// Nodes moved together in each step after the canary: a count (1 to 100) or a percentage of the config's
+    /// plugin nodes ("1%" to "100%", rounded up; at most 100 nodes); default "10%".
+    #[serde(default = "default_max_unavailable")]
+    #[schemars(default = "default_max_unavailable")]
+    #[x_kube(validation = Rule::new("type(self) == int ? (self >= 1 && self <= 100) : self.matches('^(100|[1-9][0-9]?)%$')").message("must be a count from 1 to 100 or a percentage from 1% to 100%"))]
+    pub max_unavailable: IntOrString,
+
+    /// How long each step's nodes have to pass their checks (plugin pod Ready, ResourceSlice published again with
+    /// its devices), as a duration such as `90s`, `5m` or `1h30m`, from 10s to 24h; default `5m`.
+    #[serde(default = "default_timeout")]
+    #[schemars(default = "default_timeout", length(min = 2, max = 16))]
+    #[x_kube(validation = Rule::new(format!("self.matches('{TIMEOUT_PATTERN}') && duration(self) >= duration('10s') && duration(self) <= duration('24h')")).message("must be a duration from 10s to 24h such as 90s, 5m or 1h30m"))]
+    pub timeout: String,
+}
+
+impl Default for RolloutPolicy {
+    fn default() -> Self {
+        Self { canary: DEFAULT_CANARY, max_unavailable: default_max_unavailable(), timeout: default_timeout() }
+    }
+}
+
+impl RolloutPolicy {
+    /// The step timeout in seconds, or None when `timeout` is not a duration in range.
+    pub fn timeout_seconds(&self) -> Option<u64> {
+        let seconds = parse_duration(&self.timeout)?;
+        (TIMEOUT_RANGE.0..=TIMEOUT_RANGE.1).contains(&seconds).then_some(seconds)
+    }
+
+    /// Nodes per step after the canary, for a fleet of `nodes`: at least 1, at most `MAX_STEP_NODES`.
+    pub fn step_size(&self, nodes: usize) -> usize {
+        let size = match &self.max_unavailable {
+            IntOrString::Int(count) => usize::try_from(*count).unwrap_or(1),
+            IntOrString::String(text) => {
+                let percent: usize = text.trim_end_matches('%').parse().unwrap_or(10);
+                (nodes * percent).div_ceil(100)
+            }
+        };
+        size.clamp(1, MAX_STEP_NODES)
+    }
+
+    /// Nodes in the canary step.
+    pub fn canary_size(&self) -> usize {
+        (self.canary as usize).clamp(1, MAX_STEP_NODES)
+    }
+}
+
+/// `1h30m`, `90s`, `5m` to seconds; None for anything else.
+fn parse_duration(text: &str) -> Option<u64> {
+    let mut total = 0u64;
+    let mut number = String::new();
+    let mut units = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let scale = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return None,
+        };
+        // Each unit at most once, in the order h, m, s.
+        if number.is_empty() || units.contains(c) || units.chars().any(|u| "hms".find(u) > "hms".find(c)) {
+            return None;
+        }
+        units.push(c);
+        total = total.checked_add(number.parse::<u64>().ok()?.checked_mul(scale)?)?;
+        number.clear();
+    }
+    (number.is_empty() && !units.is_empty()).then_some(total)
+}
+
+/// The CEL rules of the policy and of `driver`, for `render` (field path, reason).
+pub fn rollout_problems(driver: &super::DriverSpec) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let Some(policy) = &driver.rollout else { return found };
+    let path = "spec.driver.rollout";
+    if driver.update_strategy.is_some() {
+        found.push((
+            path.to_string(),
+            "must not be set with updateStrategy (the operator steps the rollout itself)".into(),
+        ));
+    }
+    if !(1..=100).contains(&policy.canary) {
+        found.push((format!("{path}.canary"), "must be between 1 and 100".into()));
+    }
+    let step_ok = match &policy.max_unavailable {
+        IntOrString::Int(count) => (1..=100).contains(count),
+        IntOrString::String(text) => {
+            text.strip_suffix('%').and_then(|p| p.parse::<u32>().ok()).is_some_and(|p| (1..=100).contains(&p))
+                && !text.starts_with('0')
+        }
+    };
+    if !step_ok {
+        found.push((
+            format!("{path}.maxUnavailable"),
+            "must be a count from 1 to 100 or a percentage from 1% to 100%".into(),
+        ));
+    }
+    if policy.timeout_seconds().is_none() {
+        found.push((format!("{path}.timeout"), "must be a duration from 10s to 24h such as 90s, 5m or 1h30m".into()));
+    }
+    found
+}
+
+/// What `status.driver` says about one plugin version.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionCount {
+    /// The image tag (or digest) of the plugin template.
+    pub version: String,
+    /// The DaemonSet's controller revision hash of that template.
+    pub revision: String,
+    /// Whether it is the DaemonSet's current template.
+    #[serde(default)]
+    pub current: bool,
+    /// Nodes whose plugin pod runs it.
+    pub nodes: i32,
+    /// Of those, nodes whose plugin pod is ready.
+    pub ready: i32,
+}
+
+/// Where a stepped rollout stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RolloutState {
+    /// Moving nodes in steps.
+    Progressing,
+    /// A step failed its checks: nothing more is moved until the plugin's spec changes.
+    Halted,
+    /// Every node runs the current template.
+    Complete,
+}
+
+/// The stepped rollout (`driver.rollout`) toward the DaemonSet's current template.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The controller revision hash of the template the rollout moves nodes to.
+    pub revision: String,
+    /// Its version (image tag).
+    pub version: String,
+    pub state: RolloutState,
+    /// The current step; 1 is the canary, 0 before the first.
+    #[serde(default)]
+    pub step: i32,
+    /// When the current step started; its nodes must pass their checks within the timeout from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_start_time: Option<Time>,
+    /// The nodes the current step moved, each with the Neuron devices it published before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_nodes: Vec<StepNode>,
+    /// Why the rollout halted: each node that failed, with what failed (at most 50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_nodes: Vec<super::NodeIssue>,
+}
+
+/// A node moved in the current step.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepNode {
+    pub node: String,
+    /// Neuron devices it published before its plugin was replaced: the new version must publish as many.
+    pub devices: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_in_go_form_only() {
+        assert_eq!(parse_duration("90s"), Some(90));
+        assert_eq!(parse_duration("5m"), Some(300));
+        assert_eq!(parse_duration("1h30m"), Some(5400));
+        assert_eq!(parse_duration("1h2m3s"), Some(3723));
+        for bad in ["", "5", "m", "5x", "1m1h", "5m5m", "-5m", "1.5h"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn step_sizes_round_up_and_stay_bounded() {
+        let policy = |m: IntOrString| RolloutPolicy { max_unavailable: m, ..RolloutPolicy::default() };
+        assert_eq!(RolloutPolicy::default().step_size(40), 4);
+        assert_eq!(RolloutPolicy::default().step_size(3), 1);
+        assert_eq!(policy(IntOrString::String("25%".into())).step_size(10), 3);
+        assert_eq!(policy(IntOrString::String("100%".into())).step_size(5000), MAX_STEP_NODES);
+        assert_eq!(policy(IntOrString::Int(7)).step_size(3), 7);
+        assert_eq!(RolloutPolicy { canary: 3, ..RolloutPolicy::default() }.canary_size(), 3);
+    }
+
+    #[test]
+    fn render_rejects_what_the_cel_rules_reject() {
+        let driver = |policy: RolloutPolicy| super::super::DriverSpec { rollout: Some(policy), ..Default::default() };
+        assert!(rollout_problems(&driver(RolloutPolicy::default())).is_empty());
+        let paths = |policy: RolloutPolicy| -> Vec<String> {
+            rollout_problems(&driver(policy)).into_iter().map(|p| p.0).collect()
+        };
+        let base = RolloutPolicy::default();
+        assert_eq!(paths(RolloutPolicy { canary: 0, ..base.clone() }), ["spec.driver.rollout.canary"]);
+        for bad in [
+            IntOrString::Int(0),
+            IntOrString::Int(101),
+            IntOrString::String("0%".into()),
+            IntOrString::String("5".into()),
+        ] {
+            assert_eq!(
+                paths(RolloutPolicy { max_unavailable: bad, ..base.clone() }),
+                ["spec.driver.rollout.maxUnavailable"]
+            );
+        }
+        for bad in ["5s", "25h", "soon"] {
+            assert_eq!(paths(RolloutPolicy { timeout: bad.into(), ..base.clone() }), ["spec.driver.rollout.timeout"]);
+        }
+        let both = super::super::DriverSpec {
+            rollout: Some(base),
+            update_strategy: Some(super::super::UpdateStrategy::default()),
+            ..Default::default()
+        };
+        assert_eq!(rollout_problems(&both)[0].0, "spec.driver.rollout");
+    }
+}

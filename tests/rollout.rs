@@ -1,0 +1,199 @@
+//! The stepped plugin rollout (`driver.rollout`) on the local control plane: the real DaemonSet controller recreates
+//! the pods the operator deletes, the real scheduler binds them, and the simulated kubelet plays the plugin (it
+//! publishes each node's slice from the pod's image tag; `-notready` and `-fewer` tags misbehave).
+
+mod support {
+    pub mod cluster;
+    pub mod fleet;
+    pub mod scenario;
+}
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use neuron_dra_operator::api::{NeuronDRAConfigStatus, Phase, RolloutState};
+use serde_json::{Value, json};
+use support::cluster::{eventually, kubectl};
+use support::fleet::{Fleet, NodeGroup};
+use support::scenario::TIMEOUT;
+
+const IMAGE: &str = "public.ecr.aws/neuron/neuron-dra-driver";
+const TYPE: &str = "trn1.32xlarge";
+
+/// Applies the test's config with plugin image `tag` and `rollout`.
+async fn apply(f: &Fleet, tag: &str, rollout: Value) {
+    let s = &f.scenario;
+    let spec = json!({
+        "nodeSelector": f.node_selector(),
+        "driver": {"image": format!("{IMAGE}:{tag}"), "rollout": rollout},
+        "profiles": [{"name": "train", "training": {"devices": 4}}],
+    });
+    s.apply(&s.config(&s.id, spec)).await.unwrap();
+}
+
+fn driver_ready(status: &NeuronDRAConfigStatus) -> (&str, &str, &str) {
+    let c = status.conditions.iter().find(|c| c.type_ == "DriverReady").expect("DriverReady");
+    (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+}
+
+/// Nodes per version, as `status.driver.versions` reports them.
+fn versions(status: &NeuronDRAConfigStatus) -> BTreeMap<String, i32> {
+    status
+        .driver
+        .as_ref()
+        .map(|d| d.versions.iter().map(|v| (v.version.clone(), v.nodes)).collect())
+        .unwrap_or_default()
+}
+
+fn all_on(status: &NeuronDRAConfigStatus, version: &str, nodes: i32) -> bool {
+    let d = status.driver.as_ref();
+    versions(status) == BTreeMap::from([(version.to_string(), nodes)])
+        && d.is_some_and(|d| d.ready_nodes == nodes && d.updated_nodes == nodes)
+        && driver_ready(status).0 == "True"
+}
+
+/// The plugin pods by node: (pod uid, image).
+async fn plugin_pods(f: &Fleet) -> BTreeMap<String, (String, String)> {
+    let pods: Api<Pod> = Api::namespaced(f.scenario.client.clone(), &f.scenario.driver_namespace());
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let spec = p.spec.as_ref()?;
+            Some((spec.node_name.clone()?, (p.uid()?, spec.containers[0].image.clone()?)))
+        })
+        .collect()
+}
+
+fn events(f: &Fleet) -> String {
+    kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.name={}", f.scenario.id)])
+}
+
+/// Starts a fleet of `nodes` with the plugin at 1.1.0 under `rollout`, ready everywhere.
+async fn ready_fleet(name: &str, nodes: usize, rollout: Value) -> Fleet {
+    let f = Fleet::with_plugin(name, &[NodeGroup::new(TYPE, nodes)]).await;
+    apply(&f, "1.1.0", rollout).await;
+    let status = f.wait_status("every node on 1.1.0", |s| all_on(s, "1.1.0", nodes as i32)).await;
+    assert_eq!(driver_ready(&status).2, format!("{nodes}/{nodes} nodes on 1.1.0, {nodes} ready"));
+    let ds = kubectl(&[
+        "get",
+        "ds",
+        "-n",
+        &f.scenario.driver_namespace(),
+        "-o",
+        "jsonpath={.items[0].spec.updateStrategy.type}",
+    ]);
+    assert_eq!(ds, "OnDelete", "the operator, not the DaemonSet controller, replaces the pods");
+    f
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_version_reaches_every_node_in_steps() {
+    let f = ready_fleet("good", 5, json!({"canary": 1, "maxUnavailable": 2, "timeout": "60s"})).await;
+    apply(&f, "1.2.0", json!({"canary": 1, "maxUnavailable": 2, "timeout": "60s"})).await;
+
+    // Every status seen until the end: the counts must move through intermediate states.
+    let seen = std::sync::Mutex::new(Vec::new());
+    let done = f
+        .wait_status("every node on 1.2.0", |s| {
+            seen.lock().unwrap().push(s.clone());
+            all_on(s, "1.2.0", 5)
+                && s.driver.as_ref().unwrap().rollout.as_ref().unwrap().state == RolloutState::Complete
+        })
+        .await;
+    let seen = seen.into_inner().unwrap();
+    let mixed: Vec<&NeuronDRAConfigStatus> = seen.iter().filter(|s| versions(s).len() == 2).collect();
+    assert!(!mixed.is_empty(), "no status showed two versions at once");
+    let message = driver_ready(mixed[0]).2;
+    assert!(message.contains("/5 nodes on 1.2.0"), "{message}");
+    assert_eq!(driver_ready(mixed[0]).1, "RollingOut");
+    assert_eq!(done.driver.unwrap().rollout.unwrap().step, 3, "canary 1, then 2 and 2");
+    assert!(plugin_pods(&f).await.values().all(|(_, image)| image.ends_with(":1.2.0")));
+    // Complete and idle: nothing more is written.
+    let writes = f.scenario.operator().writes();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(f.scenario.operator().writes(), writes, "a finished rollout writes nothing");
+    for what in ["canary: moving", "step 2: moving", "step 3: moving", "every node runs the plugin 1.2.0"] {
+        eventually(TIMEOUT, &format!("an event {what:?}"), || async { events(&f).contains(what).then_some(()) }).await;
+    }
+    f.clear().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_that_never_gets_ready_halts_after_the_canary_and_rolling_back_recovers() {
+    let policy = json!({"canary": 1, "maxUnavailable": 2, "timeout": "10s"});
+    let f = ready_fleet("halt", 4, policy.clone()).await;
+    let before = plugin_pods(&f).await;
+    apply(&f, "1.2.0-notready", policy.clone()).await;
+
+    let status = f.wait_status("the rollout halts", |s| driver_ready(s).1 == "RolloutHalted").await;
+    let rollout = status.driver.as_ref().unwrap().rollout.clone().unwrap();
+    assert_eq!(rollout.state, RolloutState::Halted);
+    assert_eq!((rollout.step, rollout.failed_nodes.len()), (1, 1), "halted after the canary");
+    let canary = rollout.failed_nodes[0].node.clone();
+    assert_eq!(rollout.failed_nodes[0].reason, "PluginNotReady");
+    let (ready, _, message) = driver_ready(&status);
+    assert_eq!(ready, "False");
+    assert!(message.contains(&format!("{canary}: plugin pod")) && message.contains("is not Ready"), "{message}");
+    assert_eq!(versions(&status), BTreeMap::from([("1.1.0".into(), 3), ("1.2.0-notready".into(), 1)]));
+    eventually(TIMEOUT, "RolloutHalted event", || async { events(&f).contains("RolloutHalted").then_some(()) }).await;
+    let metric = format!("neuron_dra_operator_driver_rollout_halted{{config=\"{}\"}} 1", f.scenario.id);
+    assert!(f.scenario.operator().metrics().lines().any(|l| l == metric), "no {metric}");
+
+    // The other nodes are untouched, and stay so.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = plugin_pods(&f).await;
+    for (node, pod) in &before {
+        if *node != canary {
+            assert_eq!(after.get(node), Some(pod), "{node}'s plugin pod was replaced");
+        }
+    }
+
+    // The old image back: the canary node rolls back in the same steps.
+    apply(&f, "1.1.0", policy).await;
+    let status = f
+        .wait_status("rolled back", |s| {
+            all_on(s, "1.1.0", 4)
+                && s.driver.as_ref().unwrap().rollout.as_ref().unwrap().state == RolloutState::Complete
+        })
+        .await;
+    assert_eq!(status.phase, Some(Phase::Ready));
+    assert_eq!(plugin_pods(&f).await.values().filter(|(_, image)| image.ends_with(":1.1.0")).count(), 4);
+    let metric = format!("neuron_dra_operator_driver_rollout_halted{{config=\"{}\"}} 0", f.scenario.id);
+    eventually(TIMEOUT, "the halted gauge back to 0", || async {
+        f.scenario.operator().metrics().lines().any(|l| l == metric).then_some(())
+    })
+    .await;
+    f.clear().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_that_loses_a_device_halts_and_a_fixed_image_resumes() {
+    let policy = json!({"timeout": "10s"});
+    let f = ready_fleet("fewer", 3, policy.clone()).await;
+    apply(&f, "1.2.0-fewer", policy.clone()).await;
+    let status = f.wait_status("the rollout halts", |s| driver_ready(s).1 == "RolloutHalted").await;
+    let failed = &status.driver.as_ref().unwrap().rollout.as_ref().unwrap().failed_nodes;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].reason, "DevicesMissing");
+    assert_eq!(failed[0].message, "1.2.0-fewer publishes 15 Neuron devices, 16 before");
+    assert_eq!(versions(&status), BTreeMap::from([("1.1.0".into(), 2), ("1.2.0-fewer".into(), 1)]));
+
+    // A fixed image resumes: the broken canary first, then the rest (10% of 3 rounds up to 1 per step).
+    apply(&f, "1.2.1", policy).await;
+    let status = f
+        .wait_status("every node on 1.2.1", |s| {
+            all_on(s, "1.2.1", 3)
+                && s.driver.as_ref().unwrap().rollout.as_ref().unwrap().state == RolloutState::Complete
+        })
+        .await;
+    assert_eq!(status.driver.unwrap().rollout.unwrap().step, 3);
+    assert_eq!(status.devices.unwrap().unhealthy, 0, "every device published again");
+    f.clear().await;
+}
