@@ -62,6 +62,8 @@ pub struct World {
     pub admission_policies: Vec<ValidatingAdmissionPolicy>,
     pub admission_policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     pub device_classes: Vec<DeviceClass>,
+    /// DeviceTaintRules (`v1`); None: the server serves none.
+    pub taint_rules: Option<Vec<crate::taint_rule::TaintRuleView>>,
 }
 
 /// Gives an object the resourceVersion a cached copy has.
@@ -120,7 +122,7 @@ impl World {
             slices: store(Vec::<SliceView>::new()),
             efa_slices: store(Vec::<SliceView>::new()),
             claims: store(Vec::new()),
-            taint_rules: store_of(crate::taint_rule::v1_resource(), Vec::new()),
+            taint_rules: store_of(crate::taint_rule::v1_resource(), self.taint_rules.clone().unwrap_or_default()),
             plugin_pods: store(Vec::<PodView>::new()),
             revisions: store(Vec::new()),
         }
@@ -207,7 +209,7 @@ impl Fixture {
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
             capabilities: Default::default(),
-            taint_rules: None,
+            taint_rules: world.taint_rules.as_ref().map(|_| crate::taint_rule::v1_resource()),
             remediation: Default::default(),
             failures: Default::default(),
             unparseable: Default::default(),

@@ -3,6 +3,7 @@
 
 mod fixtures;
 mod plan;
+mod remediation;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
