@@ -16,7 +16,7 @@ use crate::health::taint_of;
 use crate::nodes::NodeFilter;
 use crate::taint_rule::TaintRuleView;
 use crate::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
-use crate::view::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, NodeView, SliceView};
+use crate::view::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, GroupId, NodeView, SliceView};
 
 /// What a Neuron slice entry is (its `resourceType`), read once per device rather than once per template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub struct NodeDevices<'a> {
     pub neuron: Vec<Slot<'a>>,
     pub efa: Vec<Slot<'a>>,
     /// The node's distinct group ids of each size; a slot's `groups` index into these.
-    group_ids: [Vec<&'a str>; DEVICE_GROUP_SIZES.len()],
+    group_ids: [Vec<GroupId>; DEVICE_GROUP_SIZES.len()],
 }
 
 /// Which connected-group sizes (flags in `DEVICE_GROUP_SIZES` order) some template counts by.
@@ -77,7 +77,7 @@ impl<'a> NodeDevices<'a> {
     fn slot(&mut self, device: &'a DeviceView, free: bool, sizes: &GroupSizes) -> Slot<'a> {
         let mut groups = [None; DEVICE_GROUP_SIZES.len()];
         for (size, index) in groups.iter_mut().enumerate().filter(|(size, _)| sizes[*size]) {
-            let Some(id) = device.attributes.device_groups[size].as_deref() else { continue };
+            let Some(id) = device.attributes.device_groups[size] else { continue };
             let ids = &mut self.group_ids[size];
             let position = ids.iter().position(|known| *known == id).unwrap_or_else(|| {
                 ids.push(id);

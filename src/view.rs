@@ -71,10 +71,26 @@ pub struct KeptAttributes {
     pub dra_driver_version: Option<String>,
     pub instance_type: Option<String>,
     pub neuron_driver_version: Option<String>,
-    /// `resource.aws.com/devicegroup{1,4,8,16}_id`, in that order.
-    pub device_groups: [Option<String>; 4],
+    /// `resource.aws.com/devicegroup{1,4,8,16}_id`, in that order, as hashes: they are only ever compared, and a
+    /// number costs neither an allocation per device nor a string comparison per lookup.
+    pub device_groups: [Option<GroupId>; 4],
     /// The EFA driver's `pciDevice` (what its DeviceClass selects on).
     pub pci_device: Option<String>,
+}
+
+/// A connected-group id (`devicegroup<N>_id`), hashed. Ids are compared only within one node, whose few dozen ids
+/// a 64-bit hash tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct GroupId(u64);
+
+impl GroupId {
+    pub fn of(id: &str) -> GroupId {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same id hashes the same in every process.
+        let mut hasher = std::hash::DefaultHasher::new();
+        id.hash(&mut hasher);
+        GroupId(hasher.finish())
+    }
 }
 
 /// The connected-group sizes the drivers publish ids for, in `KeptAttributes::device_groups` order.
@@ -109,16 +125,16 @@ impl<'de> Deserialize<'de> for KeptAttributes {
                         "instanceType" => kept.instance_type = map.next_value::<Attribute>()?.string,
                         "neuronDriverVersion" => kept.neuron_driver_version = map.next_value::<Attribute>()?.string,
                         "resource.aws.com/devicegroup1_id" => {
-                            kept.device_groups[0] = map.next_value::<Attribute>()?.string
+                            kept.device_groups[0] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
                         }
                         "resource.aws.com/devicegroup4_id" => {
-                            kept.device_groups[1] = map.next_value::<Attribute>()?.string
+                            kept.device_groups[1] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
                         }
                         "resource.aws.com/devicegroup8_id" => {
-                            kept.device_groups[2] = map.next_value::<Attribute>()?.string
+                            kept.device_groups[2] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
                         }
                         "resource.aws.com/devicegroup16_id" => {
-                            kept.device_groups[3] = map.next_value::<Attribute>()?.string
+                            kept.device_groups[3] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
                         }
                         "dra.net/pciDevice" | "pciDevice" => kept.pci_device = map.next_value::<Attribute>()?.string,
                         _ => {
@@ -147,9 +163,9 @@ impl DeviceView {
         self.attributes.dra_driver_version.as_deref()
     }
     /// The id of the connected group of `size` devices this device belongs to.
-    pub fn device_group(&self, size: u32) -> Option<&str> {
+    pub fn device_group(&self, size: u32) -> Option<GroupId> {
         let index = DEVICE_GROUP_SIZES.iter().position(|s| *s == size)?;
-        self.attributes.device_groups[index].as_deref()
+        self.attributes.device_groups[index]
     }
 }
 
