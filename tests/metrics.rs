@@ -120,7 +120,9 @@ async fn metrics_are_plain_and_open_only_when_asked() {
     let id = unique("metricsplain");
     let operator = start(&id, &["--metrics-secure=false"]);
     wait_serving(&operator).await;
-    let (code, body) = plain_get(operator.port, "/metrics").unwrap();
+    // The metrics listener starts beside the probes' one, not necessarily before it.
+    let (code, body) =
+        eventually(TIMEOUT, "plain /metrics answers", || async { plain_get(operator.port, "/metrics") }).await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("neuron_dra_operator_"), "{body}");
 }
