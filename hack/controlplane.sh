@@ -167,8 +167,10 @@ all_alive() {
 # Like all_alive, but only for the components started so far.
 started_alive() {
   local b
+  # Only whether each started process still exists: right after the fork, before its exec, its command line is
+  # still this script's, so the command-line check of live_pid would call a starting component dead.
   for b in "${BINARIES[@]}"; do
-    [[ ! -f "${STATE_DIR}/${b}.pid" ]] || live_pid "${b}" >/dev/null || return 1
+    [[ ! -f "${STATE_DIR}/${b}.pid" ]] || kill -0 "$(cat "${STATE_DIR}/${b}.pid")" 2>/dev/null || return 1
   done
 }
 
