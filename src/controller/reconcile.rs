@@ -21,7 +21,6 @@ use crate::apply::shared_manager;
 use crate::build::MANAGER;
 use crate::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
 use crate::telemetry::{ConfigLabels, seconds};
-use crate::validate::InvalidConfig;
 
 pub const FINALIZER: &str = "neurondra.io/cleanup";
 
@@ -98,27 +97,20 @@ async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) 
     Ok(Action::await_change())
 }
 
-/// A spec that fails validation: the status and one event; permanent until the spec changes, so no requeue.
-async fn report_invalid(config: &NeuronDRAConfig, invalid: InvalidConfig, ctx: &Context) -> Result<Action, Error> {
-    let message = invalid.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
-    if condition_reason(config.status.as_ref(), ConditionType::ConfigValid) != Some(Reason::InvalidSpec) {
+/// A spec that fails validation, or that this server cannot serve: the status and one event (when the reason is
+/// new), nothing applied; permanent until the spec changes, so no requeue.
+async fn report_refused(
+    config: &NeuronDRAConfig,
+    refusal: fn(String) -> Validity,
+    message: String,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let validity = refusal(message.clone());
+    let reason = validity.reason();
+    if condition_reason(config.status.as_ref(), ConditionType::ConfigValid) != Some(reason) {
         let reference = config.object_ref(&());
-        let reason = Reason::InvalidSpec.as_str();
-        events::publish(ctx, &reference, EventType::Warning, reason, "Validate", message.clone()).await;
+        events::publish(ctx, &reference, EventType::Warning, reason.as_str(), "Validate", message.clone()).await;
     }
-    let validity = Validity::InvalidSpec(message);
-    write_status(config, &observe::not_acted_on(config.meta().generation, config.spec.paused, validity), ctx).await?;
-    Ok(Action::await_change())
-}
-
-/// A spec this server cannot serve: like an invalid one, the status and one event, and nothing applied.
-async fn report_unsupported(config: &NeuronDRAConfig, message: String, ctx: &Context) -> Result<Action, Error> {
-    if condition_reason(config.status.as_ref(), ConditionType::ConfigValid) != Some(Reason::Unsupported) {
-        let reference = config.object_ref(&());
-        let reason = Reason::Unsupported.as_str();
-        events::publish(ctx, &reference, EventType::Warning, reason, "Validate", message.clone()).await;
-    }
-    let validity = Validity::Unsupported(message);
     write_status(config, &observe::not_acted_on(config.meta().generation, config.spec.paused, validity), ctx).await?;
     Ok(Action::await_change())
 }
@@ -126,11 +118,14 @@ async fn report_unsupported(config: &NeuronDRAConfig, message: String, ctx: &Con
 async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
     let plan = match Plan::new(config, &ctx.stores) {
         Ok(plan) => plan,
-        Err(invalid) => return report_invalid(config, invalid, ctx).await,
+        Err(invalid) => {
+            let message = invalid.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+            return report_refused(config, Validity::InvalidSpec, message, ctx).await;
+        }
     };
     let capabilities = ctx.capabilities.missing(&ctx.client, ctx.taint_rules.as_ref(), &config.spec);
     if let Some(missing) = capabilities.await.map_err(Error::Probe)? {
-        return report_unsupported(config, missing, ctx).await;
+        return report_refused(config, Validity::Unsupported, missing, ctx).await;
     }
     let reference = config.object_ref(&());
     let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
