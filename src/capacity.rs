@@ -27,13 +27,17 @@ pub enum Entry {
     Other,
 }
 
-/// A device, whether a new claim could get it, and its connected groups. Kept small: every template walks every
-/// slot of every node.
+/// A device as the templates see it: whether a new claim could get it, what it is, and its connected groups.
+/// Self-contained and eight bytes: every template walks every slot of every node, and reading the device itself
+/// there (its strings live elsewhere on the heap) cost more than the counting.
 #[derive(Debug, Clone, Copy)]
-pub struct Slot<'a> {
-    pub device: &'a DeviceView,
+pub struct Slot {
     pub free: bool,
     pub entry: Entry,
+    /// The device's instance type and Neuron driver version as positions among the values the config's templates
+    /// pin (`Pins`); None when no template pins that value.
+    instance_type: Option<u16>,
+    neuron_driver_version: Option<u16>,
     /// For each size of `DEVICE_GROUP_SIZES`, the index of the device's group among its node's groups of that
     /// size: group ids are compared once per node here, not once per template. A node has at most 16 groups.
     groups: [Option<u8>; DEVICE_GROUP_SIZES.len()],
@@ -41,23 +45,70 @@ pub struct Slot<'a> {
 
 /// The Neuron devices (and node entries) and EFA interfaces of one node.
 #[derive(Debug, Default)]
-pub struct NodeDevices<'a> {
-    pub neuron: Vec<Slot<'a>>,
-    pub efa: Vec<Slot<'a>>,
+pub struct NodeDevices {
+    pub neuron: Vec<Slot>,
+    pub efa: Vec<Slot>,
     /// The node's distinct group ids of each size; a slot's `groups` index into these.
     group_ids: [Vec<GroupId>; DEVICE_GROUP_SIZES.len()],
 }
 
-/// Which connected-group sizes (flags in `DEVICE_GROUP_SIZES` order) some template counts by.
-pub type GroupSizes = [bool; DEVICE_GROUP_SIZES.len()];
+/// What a config's templates read of a device, gathered once per config: the connected-group sizes they count by
+/// (flags in `DEVICE_GROUP_SIZES` order) and the instance types and driver versions they pin.
+#[derive(Debug, Default)]
+pub struct Pins<'c> {
+    sizes: [bool; DEVICE_GROUP_SIZES.len()],
+    instance_types: Vec<&'c str>,
+    neuron_driver_versions: Vec<&'c str>,
+}
 
-/// The sizes the templates of `claims` count by: only their group ids are compared, node by node.
-pub fn group_sizes(claims: &[ClaimSpec]) -> GroupSizes {
-    let mut sizes = [false; DEVICE_GROUP_SIZES.len()];
-    for size in claims.iter().flat_map(|c| &c.choices).filter_map(group_size) {
-        sizes[size] = true;
+impl<'c> Pins<'c> {
+    pub fn of(claims: &'c [ClaimSpec]) -> Self {
+        let mut pins = Pins::default();
+        for choice in claims.iter().flat_map(|c| &c.choices) {
+            if let Some(size) = group_size(choice) {
+                pins.sizes[size] = true;
+            }
+            remember(&mut pins.instance_types, choice.instance_type.as_deref());
+            remember(&mut pins.neuron_driver_versions, choice.neuron_driver_version.as_deref());
+        }
+        pins
     }
-    sizes
+
+    /// A choice's selectors as positions, resolved once per choice rather than once per slot.
+    fn selector(&self, choice: &Choice, entry: Entry) -> Selector {
+        let position = |values: &[&str], want: &Option<String>| {
+            want.as_deref().map(|want| values.iter().position(|v| *v == want).and_then(|p| u16::try_from(p).ok()))
+        };
+        Selector {
+            entry,
+            instance_type: position(&self.instance_types, &choice.instance_type),
+            neuron_driver_version: position(&self.neuron_driver_versions, &choice.neuron_driver_version),
+        }
+    }
+}
+
+fn remember<'c>(values: &mut Vec<&'c str>, value: Option<&'c str>) {
+    if let Some(value) = value.filter(|v| !values.contains(v)) {
+        values.push(value);
+    }
+}
+
+/// Which slots a choice takes: an entry kind, and for each pinned selector (Some) the position it must hold.
+#[derive(Debug, Clone, Copy)]
+struct Selector {
+    entry: Entry,
+    instance_type: Option<Option<u16>>,
+    neuron_driver_version: Option<Option<u16>>,
+}
+
+impl Selector {
+    fn matches(&self, slot: &Slot) -> bool {
+        let pinned =
+            |want: Option<Option<u16>>, have: Option<u16>| want.is_none_or(|want| want.is_some() && want == have);
+        slot.entry == self.entry
+            && pinned(self.instance_type, slot.instance_type)
+            && pinned(self.neuron_driver_version, slot.neuron_driver_version)
+    }
 }
 
 /// The index in `DEVICE_GROUP_SIZES` of the group size a choice is counted by: N connected devices, or (one device
@@ -71,12 +122,12 @@ fn group_size(choice: &Choice) -> Option<usize> {
     }
 }
 
-impl<'a> NodeDevices<'a> {
-    /// The slot of `device`, its group ids of the `sizes` wanted turned into indices (Neuron devices and EFA
-    /// interfaces share ids).
-    fn slot(&mut self, device: &'a DeviceView, free: bool, sizes: &GroupSizes) -> Slot<'a> {
+impl NodeDevices {
+    /// The slot of `device`: its group ids of the sizes wanted turned into indices (Neuron devices and EFA
+    /// interfaces share ids), its pinned attributes into positions.
+    fn slot(&mut self, device: &DeviceView, free: bool, pins: &Pins) -> Slot {
         let mut groups = [None; DEVICE_GROUP_SIZES.len()];
-        for (size, index) in groups.iter_mut().enumerate().filter(|(size, _)| sizes[*size]) {
+        for (size, index) in groups.iter_mut().enumerate().filter(|(size, _)| pins.sizes[*size]) {
             let Some(id) = device.attributes.device_groups[size] else { continue };
             let ids = &mut self.group_ids[size];
             let position = ids.iter().position(|known| *known == id).unwrap_or_else(|| {
@@ -91,7 +142,17 @@ impl<'a> NodeDevices<'a> {
             Some("neuron_node") => Entry::Node,
             _ => Entry::Other,
         };
-        Slot { device, free, entry, groups }
+        let position = |values: &[&str], have: &Option<String>| {
+            let have = have.as_deref()?;
+            values.iter().position(|v| *v == have).and_then(|p| u16::try_from(p).ok())
+        };
+        Slot {
+            free,
+            entry,
+            instance_type: position(&pins.instance_types, &device.attributes.instance_type),
+            neuron_driver_version: position(&pins.neuron_driver_versions, &device.attributes.neuron_driver_version),
+            groups,
+        }
     }
 }
 
@@ -120,58 +181,80 @@ pub fn node_devices<'a>(
     slices: impl IntoIterator<Item = &'a SliceView>,
     allocated: &Allocated,
     taint_rules: &[Arc<TaintRuleView>],
-    sizes: &GroupSizes,
-) -> NodeDevices<'a> {
+    pins: &Pins,
+) -> NodeDevices {
     let mut node = NodeDevices::default();
-    for slice in slices {
-        let driver = slice.spec.driver.as_str();
-        let held = allocated.in_pool(&slice.spec.pool.name);
-        for device in &slice.spec.devices {
-            let taken = held.iter().any(|&(d, name)| d == driver && name == device.name);
-            let free = !taken && taint_of(slice, device, taint_rules).is_none();
-            match driver {
-                NEURON_DRIVER => {
-                    let slot = node.slot(device, free, sizes);
-                    node.neuron.push(slot);
-                }
-                EFA_DRIVER if device.attributes.pci_device.as_deref() == Some(EFA_PCI_DEVICE) => {
-                    let slot = node.slot(device, free, sizes);
-                    node.efa.push(slot);
-                }
-                _ => {}
-            }
-        }
-    }
+    node.fill(slices, allocated, taint_rules, pins);
     node
 }
 
-/// Whether a Neuron entry is of `entry` and matches the choice's selectors.
-fn matches(choice: &Choice, slot: &Slot, entry: Entry) -> bool {
-    let pinned = |want: &Option<String>, have: &Option<String>| want.is_none() || want == have;
-    slot.entry == entry
-        && pinned(&choice.instance_type, &slot.device.attributes.instance_type)
-        && pinned(&choice.neuron_driver_version, &slot.device.attributes.neuron_driver_version)
-}
-
-/// How many more claims of `claim` the nodes can take now.
-pub fn available(claim: &ClaimSpec, nodes: &[NodeDevices]) -> i64 {
-    match claim.choices.as_slice() {
-        [only] => nodes.iter().map(|node| available_on(only, node)).sum(),
-        choices => {
-            let mut taken = Vec::new();
-            nodes.iter().map(|node| fallbacks::available_on(choices, node, &mut taken)).sum()
+impl NodeDevices {
+    /// Replaces the slots with those of another node, keeping the buffers: `assess` reads nodes one at a time.
+    fn fill<'a>(
+        &mut self,
+        slices: impl IntoIterator<Item = &'a SliceView>,
+        allocated: &Allocated,
+        taint_rules: &[Arc<TaintRuleView>],
+        pins: &Pins,
+    ) {
+        self.neuron.clear();
+        self.efa.clear();
+        self.group_ids.iter_mut().for_each(Vec::clear);
+        for slice in slices {
+            let driver = slice.spec.driver.as_str();
+            let neuron = match driver {
+                NEURON_DRIVER => true,
+                EFA_DRIVER => false,
+                _ => continue,
+            };
+            // The few devices claims hold in this pool, of this slice's driver.
+            let held = allocated.in_pool(&slice.spec.pool.name);
+            let held = || held.iter().filter(|(d, _)| *d == driver).map(|(_, name)| *name);
+            for device in &slice.spec.devices {
+                if !neuron && device.attributes.pci_device.as_deref() != Some(EFA_PCI_DEVICE) {
+                    continue;
+                }
+                let taken = held().any(|name| name == device.name);
+                let free = !taken && taint_of(slice, device, taint_rules).is_none();
+                let slot = self.slot(device, free, pins);
+                if neuron { self.neuron.push(slot) } else { self.efa.push(slot) }
+            }
         }
     }
 }
 
-fn available_on(choice: &Choice, node: &NodeDevices) -> i64 {
+/// The slots a choice takes: UltraServer claims take node entries, all others devices.
+fn selector(choice: &Choice, pins: &Pins) -> Selector {
+    let entry = match choice.kind {
+        ClaimKind::Devices { .. } => Entry::Device,
+        ClaimKind::UltraServerNode { .. } => Entry::Node,
+    };
+    pins.selector(choice, entry)
+}
+
+/// How many more claims of `claim` the nodes can take now (`pins` from the config's claims).
+pub fn available(claim: &ClaimSpec, pins: &Pins, nodes: &[NodeDevices]) -> i64 {
+    let selectors: Vec<Selector> = claim.choices.iter().map(|c| selector(c, pins)).collect();
+    let mut scratch = Vec::new();
+    nodes.iter().map(|node| available_on_node(claim, &selectors, node, &mut scratch)).sum()
+}
+
+/// Claims of `claim` (its choices' `selectors` beside) that fit on one node. `scratch` is reused across nodes.
+fn available_on_node(claim: &ClaimSpec, selectors: &[Selector], node: &NodeDevices, scratch: &mut Vec<bool>) -> i64 {
+    match (claim.choices.as_slice(), selectors) {
+        ([only], [selector]) => available_on(only, *selector, node),
+        (choices, selectors) => fallbacks::available_on(choices, selectors, node, scratch),
+    }
+}
+
+fn available_on(choice: &Choice, selector: Selector, node: &NodeDevices) -> i64 {
     let (count, efa) = match &choice.kind {
         ClaimKind::UltraServerNode { .. } => {
-            return node.neuron.iter().filter(|s| s.free && matches(choice, s, Entry::Node)).count() as i64;
+            return node.neuron.iter().filter(|s| s.free && selector.matches(s)).count() as i64;
         }
         ClaimKind::Devices { count, efa } => (*count, efa.is_some()),
     };
-    let devices = || node.neuron.iter().filter(|s| matches(choice, s, Entry::Device));
+    let devices = || node.neuron.iter().filter(|s| selector.matches(s));
     match count {
         Count::All => {
             let whole = devices().next().is_some() && devices().all(|s| s.free);
@@ -195,7 +278,7 @@ fn available_on(choice: &Choice, node: &NodeDevices) -> i64 {
 /// (`(size index, groups of that size on the node)`): per group, as many claims as its free devices and free EFAs
 /// allow.
 fn free_groups<'a>(
-    devices: impl Iterator<Item = &'a Slot<'a>>,
+    devices: impl Iterator<Item = &'a Slot>,
     efa: &[Slot],
     (size, groups): (usize, usize),
     per_claim: usize,
@@ -231,32 +314,33 @@ pub struct Inputs<'a> {
     pub taint_rules: &'a [Arc<TaintRuleView>],
 }
 
-/// Claims and room for every template of the config, in template order.
+/// Claims and room for every template of the config, in template order. Nodes are read one at a time into one
+/// buffer, and every template counted on it while its slots are in cache.
 pub fn assess(inputs: &Inputs) -> Vec<TemplateCapacity> {
+    let claims = &inputs.config.claims;
     let filter = NodeFilter::new(&inputs.config.spec);
     let allocated = Allocated::new(inputs.claims);
-    let sizes = group_sizes(&inputs.config.claims);
-    let nodes: Vec<NodeDevices> = inputs
-        .nodes
-        .iter()
-        .filter(|n| filter.selects(n.labels()))
-        .map(|n| {
-            let name = n.metadata.name.as_deref().unwrap_or_default();
-            let neuron = inputs.slices.get(name).into_iter().flatten();
-            let efa = inputs.efa_slices.get(name).into_iter().flatten();
-            let slices = neuron.chain(efa).map(Arc::as_ref);
-            node_devices(slices, &allocated, inputs.taint_rules, &sizes)
-        })
-        .collect();
+    let pins = Pins::of(claims);
+    let selectors: Vec<Vec<Selector>> =
+        claims.iter().map(|claim| claim.choices.iter().map(|c| selector(c, &pins)).collect()).collect();
+    let mut available = vec![0; claims.len()];
+    let (mut node, mut scratch) = (NodeDevices::default(), Vec::new());
+    for name in inputs.nodes.iter().filter(|n| filter.selects(n.labels())).filter_map(|n| n.metadata.name.as_deref()) {
+        let neuron = inputs.slices.get(name).into_iter().flatten();
+        let efa = inputs.efa_slices.get(name).into_iter().flatten();
+        node.fill(neuron.chain(efa).map(Arc::as_ref), &allocated, inputs.taint_rules, &pins);
+        for ((claim, selectors), sum) in claims.iter().zip(&selectors).zip(&mut available) {
+            *sum += available_on_node(claim, selectors, &node, &mut scratch);
+        }
+    }
     let counts = allocated_by_template(&inputs.config.name, inputs.claims);
-    inputs
-        .config
-        .claims
+    claims
         .iter()
-        .map(|claim| TemplateCapacity {
+        .zip(available)
+        .map(|(claim, available)| TemplateCapacity {
             template: claim.template.clone(),
             allocated: counts.get(&claim.template).copied().unwrap_or(0),
-            available: available(claim, &nodes),
+            available,
         })
         .collect()
 }

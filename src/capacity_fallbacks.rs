@@ -4,23 +4,29 @@
 //! free devices only shrink). Counting that greedy placement on every node gives the claims the scheduler can place,
 //! whichever node it tries first.
 
-use super::{Choice, ClaimKind, Count, Entry, NodeDevices, Slot, group_size, matches};
+use super::{Choice, ClaimKind, Count, NodeDevices, Selector, Slot, group_size};
 
-/// Claims of a template with `choices` that fit on `node`. `taken` is scratch space, reused across nodes.
-pub(super) fn available_on(choices: &[Choice], node: &NodeDevices, taken: &mut Vec<bool>) -> i64 {
+/// Claims of a template with `choices` (and their `selectors`) that fit on `node`. `taken` is scratch space, reused
+/// across nodes.
+pub(super) fn available_on(
+    choices: &[Choice],
+    selectors: &[Selector],
+    node: &NodeDevices,
+    taken: &mut Vec<bool>,
+) -> i64 {
     taken.clear();
     taken.resize(node.neuron.len(), false);
-    choices.iter().map(|choice| place(choice, node, taken)).sum()
+    choices.iter().zip(selectors).map(|(choice, selector)| place(choice, selector, node, taken)).sum()
 }
 
 /// Places as many claims of one choice as fit on the node's free slots not `taken` yet, marks the slots they take,
 /// and returns how many. Validation keeps EFA out of choices with fallbacks, so only Neuron slots are taken.
-fn place(choice: &Choice, node: &NodeDevices, taken: &mut [bool]) -> i64 {
-    let (entry, count) = match choice.kind {
-        ClaimKind::Devices { count, .. } => (Entry::Device, count),
-        ClaimKind::UltraServerNode { .. } => (Entry::Node, Count::Exactly(1)),
+fn place(choice: &Choice, selector: &Selector, node: &NodeDevices, taken: &mut [bool]) -> i64 {
+    let count = match choice.kind {
+        ClaimKind::Devices { count, .. } => count,
+        ClaimKind::UltraServerNode { .. } => Count::Exactly(1),
     };
-    let wanted = |slot: &Slot| matches(choice, slot, entry);
+    let wanted = |slot: &Slot| selector.matches(slot);
     let open = |i: usize, slot: &Slot, taken: &[bool]| slot.free && !taken[i] && wanted(slot);
     match count {
         Count::All => {

@@ -69,8 +69,9 @@ fn with(count: Count, edit: impl FnOnce(&mut Choice)) -> ClaimSpec {
 
 fn room(claim: &ClaimSpec, slices: &[SliceView], claims: &[Arc<ClaimView>]) -> i64 {
     let allocated = Allocated::new(claims);
-    let sizes = group_sizes(std::slice::from_ref(claim));
-    available(claim, &[node_devices(slices, &allocated, &[], &sizes)])
+    let claims = std::slice::from_ref(claim);
+    let pins = Pins::of(claims);
+    available(claim, &pins, &[node_devices(slices, &allocated, &[], &pins)])
 }
 
 #[test]
@@ -211,9 +212,9 @@ fn with_fallbacks_each_node_is_counted_with_its_own_choice() {
         fallbacks(&[(Some("trn2.48xlarge"), Count::Exactly(16)), (Some("trn1.32xlarge"), Count::Exactly(16))]);
     let on = |held: &[Arc<ClaimView>]| {
         let allocated = Allocated::new(held);
-        let sizes = group_sizes(std::slice::from_ref(&claim_of_both));
-        let nodes = [node_devices(&trn2, &allocated, &[], &sizes), node_devices(&trn1, &allocated, &[], &sizes)];
-        available(&claim_of_both, &nodes)
+        let pins = Pins::of(std::slice::from_ref(&claim_of_both));
+        let nodes = [node_devices(&trn2, &allocated, &[], &pins), node_devices(&trn1, &allocated, &[], &pins)];
+        available(&claim_of_both, &pins, &nodes)
     };
     assert_eq!(on(&[]), 2, "the trn2 node by the first choice, the trn1 node by the fallback");
     assert_eq!(on(&[claim(&[(NEURON_DRIVER, "neuron-device-3")])]), 1, "the trn2 node is broken, trn1 is left");
