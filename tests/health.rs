@@ -159,3 +159,40 @@ async fn a_different_driver_version_on_the_nodes_is_reported() {
     assert!(issue.message.contains("1.1.0") && issue.message.contains("1.2.0"), "{}", issue.message);
     f.clear().await;
 }
+
+/// This operator's reconciles of `config` so far, from its metrics.
+fn reconciles(f: &Fleet, config: &str) -> u64 {
+    let series = format!("neuron_dra_operator_reconciles_total{{config=\"{config}\"}} ");
+    let metrics = f.scenario.operator().metrics();
+    metrics.lines().find_map(|l| l.strip_prefix(series.as_str())).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_change_nothing_read_do_not_reconcile() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, Patch, PatchParams};
+    let f = Fleet::start("quiet", &[("trn2.48xlarge", 2)]).await;
+    let config = apply_config(&f, None).await;
+    f.wait_status("ready", |s| s.phase == Some(Phase::Ready)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await; // the rollout's last status writes
+    let nodes: Api<Node> = Api::all(f.scenario.client.clone());
+    let node = f.node("trn2.48xlarge", 0);
+    let before = reconciles(&f, &config);
+    // What a kubelet writes every few seconds: a heartbeat in the Ready condition, nothing the operator reads.
+    for beat in 0..30 {
+        let time = format!("2026-01-01T00:00:{beat:02}Z");
+        let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": time}]}});
+        nodes.patch_status(&node, &PatchParams::default(), &Patch::Strategic(&status)).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    }
+    let after_heartbeats = reconciles(&f, &config);
+    // Other tests share the control plane and change what is read (their own nodes, slices, claims): a few of
+    // their changes may land here; each heartbeat reconciling would add about one per 1 s sampling window (12).
+    assert!(after_heartbeats - before <= 3, "heartbeats reconciled {} times", after_heartbeats - before);
+    // A label the operator reads (node selection) does reconcile, and the node leaves the config.
+    let label = json!({"metadata": {"labels": {"node.kubernetes.io/instance-type": "m5.large"}}});
+    nodes.patch(&node, &PatchParams::default(), &Patch::Merge(&label)).await.unwrap();
+    f.wait_status("the relabelled node left", |s| s.devices.as_ref().is_some_and(|d| d.nodes == 1)).await;
+    assert!(reconciles(&f, &config) > after_heartbeats);
+    f.clear().await;
+}

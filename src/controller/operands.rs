@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -24,24 +24,33 @@ use super::{Context, Stores};
 use crate::apply::{ApplyError, Outcome, shared_manager};
 use crate::build::{ANNOTATION_SPEC_HASH, LABEL_CONFIG, MANAGER};
 
-/// A kind the operator owns: where its cache is and which API writes it.
+/// A kind the operator owns: what its cache holds and which API writes it.
 pub trait Operand:
     Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static
 {
-    fn store(stores: &Stores) -> &Store<Self>;
+    /// The cached copy of one object.
+    fn cached(stores: &Stores, reference: &ObjectRef<Self>) -> Option<Arc<Self>>;
+    /// Every cached object of the kind that the operator may delete.
+    fn deletable(stores: &Stores) -> Vec<Arc<Self>>;
     fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self>;
 }
 
 macro_rules! operands {
     (namespaced: $($n:ty => $nstore:ident),*; cluster: $($c:ty => $cstore:ident),*) => {
         $(impl Operand for $n {
-            fn store(stores: &Stores) -> &Store<Self> { &stores.$nstore }
+            fn cached(stores: &Stores, reference: &ObjectRef<Self>) -> Option<Arc<Self>> {
+                stores.$nstore.get(reference)
+            }
+            fn deletable(stores: &Stores) -> Vec<Arc<Self>> { stores.$nstore.state() }
             fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self> {
                 Api::namespaced(client.clone(), namespace.unwrap_or_default())
             }
         })*
         $(impl Operand for $c {
-            fn store(stores: &Stores) -> &Store<Self> { &stores.$cstore }
+            fn cached(stores: &Stores, reference: &ObjectRef<Self>) -> Option<Arc<Self>> {
+                stores.$cstore.get(reference)
+            }
+            fn deletable(stores: &Stores) -> Vec<Arc<Self>> { stores.$cstore.state() }
             fn api(client: &kube::Client, _: Option<&str>) -> Api<Self> { Api::all(client.clone()) }
         })*
     };
@@ -49,10 +58,25 @@ macro_rules! operands {
 
 operands!(
     namespaced: ServiceAccount => service_accounts, DaemonSet => daemon_sets, ResourceClaimTemplate => templates;
-    cluster: Namespace => namespaces, ClusterRole => cluster_roles, ClusterRoleBinding => cluster_role_bindings,
+    cluster: ClusterRole => cluster_roles, ClusterRoleBinding => cluster_role_bindings,
         DeviceClass => device_classes, ValidatingAdmissionPolicy => admission_policies,
         ValidatingAdmissionPolicyBinding => admission_policy_bindings
 );
+
+/// The driver's namespace: created when missing, never deleted (it may hold more than the plugin). Namespaces are
+/// cached as metadata, all a Namespace the operator writes has.
+impl Operand for Namespace {
+    fn cached(stores: &Stores, reference: &ObjectRef<Self>) -> Option<Arc<Self>> {
+        let meta = stores.namespaces.get(&ObjectRef::new(&reference.name))?;
+        Some(Arc::new(Namespace { metadata: meta.metadata.clone(), ..Namespace::default() }))
+    }
+    fn deletable(_: &Stores) -> Vec<Arc<Self>> {
+        Vec::new()
+    }
+    fn api(client: &kube::Client, _: Option<&str>) -> Api<Self> {
+        Api::all(client.clone())
+    }
+}
 
 fn api_for<K: Operand>(client: &kube::Client, object: &K) -> Api<K> {
     K::api(client, object.meta().namespace.as_deref())
@@ -61,10 +85,13 @@ fn api_for<K: Operand>(client: &kube::Client, object: &K) -> Api<K> {
 /// The cached copy of an object.
 pub fn cached<K: Operand>(stores: &Stores, name: &str, namespace: Option<&str>) -> Option<Arc<K>> {
     let reference = ObjectRef::new(name);
-    K::store(stores).get(&match namespace {
-        Some(ns) => reference.within(ns),
-        None => reference,
-    })
+    K::cached(
+        stores,
+        &match namespace {
+            Some(ns) => reference.within(ns),
+            None => reference,
+        },
+    )
 }
 
 /// `namespace/name`, or `name` for cluster-scoped objects.
@@ -222,8 +249,7 @@ impl<'a> Pass<'a> {
 
     async fn delete_unclaimed_of<K: Operand>(&mut self) {
         let config = self.config.as_str();
-        let mut mine = K::store(&self.ctx.stores)
-            .state()
+        let mut mine = K::deletable(&self.ctx.stores)
             .into_iter()
             .filter(|o| o.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
             .filter(|o| !self.claimed.contains(&kind_key(o.as_ref())))

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
@@ -101,13 +102,17 @@ impl Plan {
     }
 }
 
-pub fn terminating(namespace: &Namespace) -> bool {
-    namespace.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")
+/// A namespace being deleted (its phase is Terminating from the moment its deletion timestamp is set).
+pub fn terminating(namespace: &PartialObjectMeta<Namespace>) -> bool {
+    namespace.metadata.deletion_timestamp.is_some()
 }
 
 /// The templates' target namespaces: the explicit list (those that exist) and every namespace the selector matches;
 /// terminating namespaces are left out. Also returns the explicit namespaces that do not exist.
-fn target_namespaces(config: &ValidatedConfig, namespaces: &Store<Namespace>) -> (Vec<String>, Vec<String>) {
+fn target_namespaces(
+    config: &ValidatedConfig,
+    namespaces: &Store<PartialObjectMeta<Namespace>>,
+) -> (Vec<String>, Vec<String>) {
     let mut targets = BTreeSet::new();
     let mut missing = Vec::new();
     for name in &config.spec.templates.namespaces {
@@ -151,7 +156,7 @@ fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &
         .iter()
         .filter_map(|guard| guard.0.as_ref().ok())
         .filter(|other| other.name_any() != validated.name && other.meta().deletion_timestamp.is_none())
-        .filter_map(|other| validate(other).ok().map(|v| claimant(other, &v, stores)))
+        .filter_map(|other| stores.validations.of(other).map(|v| claimant(other, &v, stores)))
         .collect();
     conflict::find_conflicts(&claimant(config, validated, stores), &others)
 }

@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// Only manage configs with these labels (for example `shard=a`); default: every config.
     #[arg(long)]
     pub config_selector: Option<String>,
+    /// Reconcile on every watch event of nodes, slices, claims, plugin pods and namespaces, even those that change
+    /// nothing the operator reads (the benchmark's "before" figure; never needed in production).
+    #[arg(long, hide = true)]
+    pub trigger_on_every_event: bool,
 }
 
 impl RunArgs {

@@ -110,7 +110,12 @@ impl World {
         Stores {
             configs: store(self.configs.iter().cloned().map(guarded).collect()),
             nodes: store(self.nodes.iter().map(node_view).collect::<Vec<NodeView>>()),
-            namespaces: store(self.namespaces.clone()),
+            namespaces: store(
+                self.namespaces
+                    .iter()
+                    .map(|ns| kube::core::PartialObjectMetaExt::into_response_partial(ns.metadata.clone()))
+                    .collect::<Vec<_>>(),
+            ),
             daemon_sets: store(self.daemon_sets.clone()),
             templates: store(self.templates.clone()),
             service_accounts: store(self.service_accounts.clone()),
@@ -125,6 +130,7 @@ impl World {
             taint_rules: store_of(crate::taint_rule::v1_resource(), self.taint_rules.clone().unwrap_or_default()),
             plugin_pods: store(Vec::<PodView>::new()),
             revisions: store(Vec::new()),
+            validations: Default::default(),
         }
     }
 }

@@ -8,7 +8,8 @@ use crate::controller::plan::{Driver, Mode, NamespaceState, Plan};
 use crate::status::Validity;
 
 fn terminating(name: &str) -> k8s_openapi::api::core::v1::Namespace {
-    serde_json::from_value(json!({"metadata": {"name": name}, "status": {"phase": "Terminating"}})).unwrap()
+    let deleted = json!({"name": name, "deletionTimestamp": "2026-01-01T00:00:00Z"});
+    serde_json::from_value(json!({"metadata": deleted, "status": {"phase": "Terminating"}})).unwrap()
 }
 
 #[test]

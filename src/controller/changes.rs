@@ -1,0 +1,195 @@
+//! changes: which watch events are worth a reconcile. A busy cluster rewrites its objects all the time for reasons
+//! the operator never reads (node heartbeats, pod status details, resourceVersion bumps, fields the views drop);
+//! an event triggers only when what the operator reads of the object changed, the object is deleted, or a relist
+//! lost track of some object. The caches still take every event: only the triggering is filtered.
+
+use std::collections::HashMap;
+use std::hash::Hasher;
+
+use futures::{Stream, StreamExt};
+use kube::Resource;
+use kube::runtime::watcher::{self, Event};
+use serde::Serialize;
+
+/// What one event asks of the controller.
+#[derive(Debug, PartialEq)]
+pub enum Touched<K> {
+    /// What the operator reads of this object changed, or it was deleted.
+    Changed(K),
+    /// A relist finished and some objects known before were gone from it (deleted while the watch was down).
+    Relisted,
+}
+
+/// A hash of what the operator reads of an object: equal hashes, nothing to reconcile.
+pub fn fingerprint<T: Serialize + ?Sized>(read: &T) -> u64 {
+    struct HashWriter(std::hash::DefaultHasher);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut writer = HashWriter(std::hash::DefaultHasher::new());
+    // Serializing views (plain data) into a hasher cannot fail; a failure would only cost a spurious trigger.
+    let _ = serde_json::to_writer(&mut writer, read);
+    writer.0.finish()
+}
+
+/// The identity of an object across its versions: its uid, or namespace/name where it has none.
+fn identity<K: Resource>(object: &K) -> String {
+    let meta = object.meta();
+    meta.uid.clone().unwrap_or_else(|| {
+        format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
+    })
+}
+
+/// The events of a watch (after its reflector) as triggers: `read` hashes what the operator reads of an object.
+/// Costs one hash per object held.
+pub fn changes<K, S>(
+    events: S,
+    read: impl Fn(&K) -> u64 + Send + 'static,
+) -> impl Stream<Item = Result<Touched<K>, watcher::Error>> + Send
+where
+    K: Resource + Send + 'static,
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    // During a relist: what it has listed so far.
+    let mut listing: Option<HashMap<String, u64>> = None;
+    events.filter_map(move |event| {
+        let touched = match event {
+            Err(error) => Some(Err(error)),
+            Ok(Event::Apply(object)) => {
+                let hash = read(&object);
+                (seen.insert(identity(&object), hash) != Some(hash)).then_some(Ok(Touched::Changed(object)))
+            }
+            Ok(Event::Delete(object)) => {
+                seen.remove(&identity(&object));
+                Some(Ok(Touched::Changed(object)))
+            }
+            Ok(Event::Init) => {
+                listing = Some(HashMap::new());
+                None
+            }
+            Ok(Event::InitApply(object)) => {
+                let hash = read(&object);
+                let key = identity(&object);
+                let changed = seen.get(&key) != Some(&hash);
+                listing.get_or_insert_default().insert(key, hash);
+                changed.then_some(Ok(Touched::Changed(object)))
+            }
+            Ok(Event::InitDone) => {
+                let listed = listing.take().unwrap_or_default();
+                let lost = seen.keys().any(|key| !listed.contains_key(key));
+                seen = listed;
+                lost.then_some(Ok(Touched::Relisted))
+            }
+        };
+        std::future::ready(touched)
+    })
+}
+
+/// The changed objects alone, for mapping to the configs that own them (a relist's losses are left to the owners'
+/// own watches).
+pub fn changed_objects<K>(
+    touched: impl Stream<Item = Result<Touched<K>, watcher::Error>> + Send,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Send,
+{
+    touched.filter_map(|touched| {
+        std::future::ready(match touched {
+            Ok(Touched::Changed(object)) => Some(Ok(object)),
+            Ok(Touched::Relisted) => None,
+            Err(error) => Some(Err(error)),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn object(name: &str, uid: &str, data: &str, version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(uid.into()),
+                resource_version: Some(version.into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("k".to_string(), data.to_string())])),
+            ..ConfigMap::default()
+        }
+    }
+
+    /// What the tests' "operator" reads of a ConfigMap: its data, not its resourceVersion.
+    fn read(map: &ConfigMap) -> u64 {
+        fingerprint(&map.data)
+    }
+
+    async fn triggers(events: Vec<Event<ConfigMap>>) -> Vec<String> {
+        let stream = futures::stream::iter(events.into_iter().map(Ok));
+        changes(stream, read)
+            .map(|t| match t.unwrap() {
+                Touched::Changed(o) => format!("{}:{}", o.metadata.name.unwrap(), o.metadata.resource_version.unwrap()),
+                Touched::Relisted => "relisted".into(),
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_write_that_changes_nothing_read_triggers_nothing() {
+        let seen = triggers(vec![
+            Event::Apply(object("a", "1", "x", "1")),
+            Event::Apply(object("a", "1", "x", "2")),
+            Event::Apply(object("a", "1", "y", "3")),
+            Event::Apply(object("b", "2", "y", "4")),
+        ])
+        .await;
+        assert_eq!(seen, ["a:1", "a:3", "b:4"]);
+    }
+
+    #[tokio::test]
+    async fn deletions_always_trigger_and_a_recreated_object_is_new() {
+        let seen = triggers(vec![
+            Event::Apply(object("a", "1", "x", "1")),
+            Event::Delete(object("a", "1", "x", "2")),
+            Event::Apply(object("a", "3", "x", "3")),
+        ])
+        .await;
+        assert_eq!(seen, ["a:1", "a:2", "a:3"]);
+    }
+
+    #[tokio::test]
+    async fn a_relist_triggers_for_what_changed_or_vanished_while_the_watch_was_down() {
+        let first_list = vec![
+            Event::Init,
+            Event::InitApply(object("a", "1", "x", "1")),
+            Event::InitApply(object("b", "2", "x", "1")),
+            Event::InitDone,
+        ];
+        let relist_same = vec![
+            Event::Init,
+            Event::InitApply(object("a", "1", "x", "5")),
+            Event::InitApply(object("b", "2", "x", "5")),
+            Event::InitDone,
+        ];
+        let relist_changed_and_lost = vec![Event::Init, Event::InitApply(object("a", "1", "z", "9")), Event::InitDone];
+        let events = [first_list, relist_same, relist_changed_and_lost].concat();
+        assert_eq!(triggers(events).await, ["a:1", "b:1", "a:9", "relisted"]);
+    }
+
+    #[test]
+    fn the_fingerprint_follows_content_only() {
+        assert_eq!(read(&object("a", "1", "x", "1")), read(&object("b", "2", "x", "7")));
+        assert_ne!(read(&object("a", "1", "x", "1")), read(&object("a", "1", "y", "1")));
+    }
+}
