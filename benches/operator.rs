@@ -2,7 +2,8 @@
 //! control plane. Prints one table (scenario, figure, value, target, met). Figures, not assertions.
 //!
 //! Knobs (environment): BENCH_RUNS (apply-to-Ready runs, default 5), BENCH_NAMESPACES (50), BENCH_IDLE_SECS (300),
-//! BENCH_SCALES (node counts, default "1000,5000"), BENCH_ONLY (`fleet`: scenarios 4 and 5; `capacity`: 5 only;
+//! BENCH_SCALES (node counts, default "5000,10000"; the last is "the largest fleet"), BENCH_CHURN_SECS (60) and
+//! BENCH_CHURN_RATE (writes/s, 50) for the busy-fleet rows, BENCH_ONLY (`fleet`: scenarios 4 and 5; `capacity`: 5 only;
 //! `computation`: 5's capacity computation alone, without a cluster),
 //! and scenario 5's own (see `capacity.rs`).
 
@@ -10,15 +11,19 @@
 mod capacity;
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
+#[path = "scenarios/fleet.rs"]
+mod fleet_scale;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use neuron_dra_operator::api::NeuronDRAConfig;
-use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect, fleet};
+use serde::Deserialize;
+
 use serde_json::{Value, json};
 
 use cluster::{Operator, OperatorOptions, TEST_LABEL};
@@ -196,7 +201,9 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
     let api: Api<NeuronDRAConfig> = Api::all(client.clone());
     let dir = std::env::temp_dir().join("ndo-bench");
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut operator_times, mut kubectl_times) = (Vec::new(), Vec::new());
+    let (mut operator_times, mut kubectl_times, mut ideal_times) = (Vec::new(), Vec::new(), Vec::new());
+    // (concurrency, seconds) of the fastest ideal-client sweep
+    let mut best = (1, f64::MAX);
     let mut last = String::new();
     for run in 0..runs {
         // The operator: kubectl apply of the config, until Ready=True.
@@ -228,6 +235,20 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         std::fs::write(&stream, &rendered.stdout).unwrap();
         kubectl_times.push(secs(kubectl_apply_file(&stream, true)));
         cluster::kubectl(&["delete", "-f", stream.to_str().unwrap(), "--wait=false", "--ignore-not-found"]);
+
+        // The limit: the same templates created by an ideal client, in parallel. The first run finds the best
+        // concurrency; every run measures at it.
+        let templates = rendered_templates(&rendered.stdout);
+        if run == 0 {
+            for concurrency in [4, 8, 16, 32, 64] {
+                let took = create_all(client, &templates, concurrency, &format!("sweep{concurrency}")).await;
+                eprintln!("bench: ideal client, {concurrency} at once: {took:.2}s");
+                if took < best.1 {
+                    best = (concurrency, took);
+                }
+            }
+        }
+        ideal_times.push(create_all(client, &templates, best.0, &format!("run{run}")).await);
         eprintln!(
             "bench: run {run}: operator {:.2}s, kubectl {:.2}s ({objects} objects)",
             operator_times[run], kubectl_times[run]
@@ -251,7 +272,45 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         None,
     );
     table.add(&scenario, "ratio operator / kubectl", format!("{ratio:.2}x"), "<= 1.0x", Some(ratio <= 1.0));
+    let ideal_median = median(&mut ideal_times);
+    table.add(
+        &scenario,
+        &format!("ideal client: {templates} template creates, {} at once (median; best of 4-64)", best.0),
+        format!("{ideal_median:.2} s ({templates} writes)"),
+        "",
+        None,
+    );
+    let ratio = operator_median / ideal_median;
+    table.add(&scenario, "ratio operator / ideal client", format!("{ratio:.2}x"), "<= 1.2x", Some(ratio <= 1.2));
     last
+}
+
+/// The ResourceClaimTemplates of a `render` output.
+fn rendered_templates(yaml: &[u8]) -> Vec<ResourceClaimTemplate> {
+    serde_yaml::Deserializer::from_slice(yaml)
+        .filter_map(|document| serde_yaml::Value::deserialize(document).ok())
+        .filter(|document| document.get("kind").and_then(|k| k.as_str()) == Some("ResourceClaimTemplate"))
+        .map(|document| serde_yaml::from_value(document).unwrap())
+        .collect()
+}
+
+/// Creates every template (renamed with `suffix`, so runs do not collide) `concurrency` at a time; returns the
+/// seconds from the first request to the last answer. Each is one create: what the API server must accept.
+async fn create_all(client: &Client, templates: &[ResourceClaimTemplate], concurrency: usize, suffix: &str) -> f64 {
+    use futures::{StreamExt, TryStreamExt};
+    let started = Instant::now();
+    futures::stream::iter(templates.iter().cloned())
+        .map(|mut template| {
+            let api: Api<ResourceClaimTemplate> =
+                Api::namespaced(client.clone(), template.metadata.namespace.as_deref().unwrap());
+            template.metadata.name = Some(format!("{}-{suffix}", template.metadata.name.unwrap()));
+            async move { api.create(&PostParams::default(), &template).await }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("the API server accepts every template");
+    secs(started.elapsed())
 }
 
 async fn idle(operator: &Operator, pid: u32, table: &mut Table) {
@@ -293,117 +352,6 @@ async fn one_change(client: &Client, operator: &Operator, name: &str, table: &mu
         Some(total == expected),
     );
     table.add(scenario, "time to Ready again", format!("{:.2} s", secs(ready - started)), "", None);
-}
-
-async fn fleet_scale(client: &Client, nodes: usize, table: &mut Table) {
-    let scenario = format!("4. fleet of {nodes} trn2.48xlarge");
-    let prefix = format!("bench{nodes}");
-    let spec = fleet::FleetSpec {
-        prefix: prefix.clone(),
-        count: nodes,
-        instance_type: "trn2.48xlarge".into(),
-        dra_driver_version: fleet::DEFAULT_DRA_DRIVER_VERSION.into(),
-        neuron_driver_version: fleet::DEFAULT_NEURON_DRIVER_VERSION.into(),
-        kubelet_version: fleet::DEFAULT_KUBELET_VERSION.into(),
-    };
-    let started = Instant::now();
-    simulate::create_fleet(client, &spec).await.unwrap();
-    eprintln!("bench: {nodes} nodes and slices created in {:.1}s", secs(started.elapsed()));
-    let kubelet = tokio::spawn(simulate::kubelet(client.clone()));
-    let api: Api<NeuronDRAConfig> = Api::all(client.clone());
-    let ns = namespaces(client, &format!("{prefix}-ns"), 1).await;
-    let name = format!("{prefix}-config");
-    let selector = json!({"matchLabels": {fleet::SIMULATED_LABEL: prefix}});
-
-    // Roll out with one operator, so the DaemonSet is complete before the cold start is measured.
-    let mut first = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: &format!("{prefix}-1"), extra: &[] });
-    api.create(&PostParams::default(), &serde_json::from_value(config_doc(&name, &ns, selector.clone(), 4)).unwrap())
-        .await
-        .unwrap();
-    let rolled = wait_ready(&api, &name, Duration::from_secs(900)).await;
-    eprintln!("bench: rollout to {nodes} nodes: {:?}", rolled.map(|t| secs(t - started)));
-    first.terminate();
-
-    // Cold start: a new process lists everything, then confirms Ready in its first reconcile.
-    let started = Instant::now();
-    let operator = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: &format!("{prefix}-2"), extra: &[] });
-    let pid = operator_pid(&operator);
-    // Its first reconcile of this config has finished when the per-config gauges show the fleet's size.
-    let gauge = format!("neuron_dra_operator_nodes{{config=\"{name}\"}} {nodes}");
-    let first_reconcile = loop {
-        if operator.metrics().lines().any(|l| l == gauge)
-            && wait_ready(&api, &name, Duration::from_secs(1)).await.is_some()
-        {
-            break started.elapsed();
-        }
-        assert!(started.elapsed() < Duration::from_secs(600), "no reconcile after start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    table.add(
-        &scenario,
-        "time to first Ready after operator start (cold caches)",
-        format!("{:.2} s", secs(first_reconcile)),
-        "",
-        None,
-    );
-
-    // One device taint until the status shows it, three times.
-    let mut latencies = Vec::new();
-    for k in 0..3 {
-        let node = spec.node_name(nodes / 2 + k);
-        let started = Instant::now();
-        simulate::fault(client, FaultKind::Taint, &node, None, TaintEffect::NoExecute).await.unwrap();
-        loop {
-            let status = api.get(&name).await.unwrap().status.unwrap_or_default();
-            if status.unhealthy_devices.iter().any(|d| d.node == node) {
-                latencies.push(secs(started.elapsed()));
-                break;
-            }
-            assert!(started.elapsed() < Duration::from_secs(120), "taint never showed");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    let latency = median(&mut latencies);
-    table.add(
-        &scenario,
-        "one device taint → status (median of 3)",
-        format!("{latency:.2} s"),
-        "< 2 s",
-        Some(latency < 2.0),
-    );
-
-    // Fill the bounded lists (60 tainted devices, 60 nodes without a slice), then weigh the status.
-    for k in 0..60 {
-        simulate::fault(client, FaultKind::Taint, &spec.node_name(k), None, TaintEffect::NoSchedule).await.unwrap();
-        simulate::fault(client, FaultKind::NoSlice, &spec.node_name(nodes - 1 - k), None, TaintEffect::NoSchedule)
-            .await
-            .unwrap();
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let config = api.get(&name).await.unwrap();
-    let status = config.status.unwrap_or_default();
-    let size = serde_json::to_vec(&status).unwrap().len() as f64 / 1024.0;
-    table.add(
-        &scenario,
-        "status size (63 unhealthy devices, 60 node issues)",
-        format!("{size:.1} KiB ({} + {} listed)", status.unhealthy_devices.len(), status.node_issues.len()),
-        "< 64 KiB",
-        Some(size < 64.0),
-    );
-    let rss = peak_rss_mib(pid);
-    table.add(
-        &scenario,
-        "operator peak RSS",
-        format!("{rss:.0} MiB"),
-        if nodes >= 5000 { "< 150 MiB" } else { "" },
-        (nodes >= 5000).then_some(rss < 150.0),
-    );
-
-    // Clean up while the operator still runs (its finalizer), then remove the fleet.
-    delete_and_wait(&api, &name).await;
-    drop(operator);
-    kubelet.abort();
-    simulate::clear(client, Some(&prefix)).await.unwrap();
 }
 
 async fn delete_and_wait(api: &Api<NeuronDRAConfig>, name: &str) {
@@ -450,10 +398,9 @@ async fn main() {
     }
 
     if only != "capacity" {
-        let scales: String = env_or("BENCH_SCALES", "1000,5000".to_string());
-        for nodes in scales.split(',').filter_map(|n| n.trim().parse().ok()) {
-            fleet_scale(&client, nodes, &mut table).await;
-        }
+        let scales: String = env_or("BENCH_SCALES", "5000,10000".to_string());
+        let scales: Vec<usize> = scales.split(',').filter_map(|n| n.trim().parse().ok()).collect();
+        fleet_scale::fleets(&client, &scales, &mut table).await;
     }
     capacity::capacity_scale(&client, &mut table).await;
     table.print();

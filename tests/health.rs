@@ -181,7 +181,8 @@ async fn writes_that_change_nothing_read_do_not_reconcile() {
     // What a kubelet writes every few seconds: a heartbeat in the Ready condition, nothing the operator reads.
     for beat in 0..30 {
         let time = format!("2026-01-01T00:00:{beat:02}Z");
-        let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": time}]}});
+        let status =
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": time}]}});
         nodes.patch_status(&node, &PatchParams::default(), &Patch::Strategic(&status)).await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     }
