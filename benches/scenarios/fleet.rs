@@ -136,7 +136,7 @@ async fn fleet(client: &Client, nodes: usize, largest: bool, table: &mut Table) 
     );
 
     // Fill the bounded lists (60 tainted devices, 60 nodes without a slice), then weigh the status.
-    for k in 0..60 {
+    for k in 0..60.min(nodes / 2) {
         simulate::fault(client, FaultKind::Taint, &spec.node_name(k), None, TaintEffect::NoSchedule).await.unwrap();
         simulate::fault(client, FaultKind::NoSlice, &spec.node_name(nodes - 1 - k), None, TaintEffect::NoSchedule)
             .await
