@@ -48,6 +48,11 @@ pub use error::Error;
 pub use reconcile::FINALIZER;
 pub use runtime::{RunArgs, run};
 
+/// How long a trigger waits for more before its reconcile starts: long enough to fold a burst of owned-object
+/// events (a pass's own writes coming back through the watches) into one reconcile, short against the writes
+/// themselves.
+const DEBOUNCE: Duration = Duration::from_millis(50);
+
 /// How often changes of the cluster-wide inputs may trigger a reconcile of every config (see `sampled`); longer
 /// than the controller's debounce, so the reconcile runs between two triggers.
 const INPUTS_SAMPLING: Duration = Duration::from_secs(1);
@@ -262,9 +267,8 @@ pub async fn run_controller(
         Some(selector) => watcher::Config::default().labels(selector),
         None => watcher::Config::default(),
     };
-    let controller = Controller::new(configs_api, config_watch).with_config(
-        kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(Duration::from_millis(200)),
-    );
+    let controller = Controller::new(configs_api, config_watch)
+        .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(DEBOUNCE));
     let configs = controller.store();
 
     // Nodes, slices, claims and plugin pods come by the thousand: cached as compact views (see `view`), and their

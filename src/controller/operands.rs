@@ -193,7 +193,8 @@ impl<'a> Pass<'a> {
     /// created again (its spec is immutable). A paused pass only notes which are in place.
     pub async fn ensure_templates(&mut self, templates: &[ResourceClaimTemplate]) {
         use futures::StreamExt;
-        const PARALLEL: usize = 16;
+        // In flight at once: the local API server takes 250 creates fastest at 32 to 64 (`make bench`).
+        const PARALLEL: usize = 32;
         for template in templates {
             self.claim(template);
         }
