@@ -142,7 +142,7 @@ impl NodeDevices {
             Some("neuron_node") => Entry::Node,
             _ => Entry::Other,
         };
-        let position = |values: &[&str], have: &Option<String>| {
+        let position = |values: &[&str], have: &Option<crate::view::Shared>| {
             let have = have.as_deref()?;
             values.iter().position(|v| *v == have).and_then(|p| u16::try_from(p).ok())
         };

@@ -63,25 +63,49 @@ pub struct DeviceView {
 }
 
 /// The device attributes health and capacity read, as their plain values; every other attribute is skipped while
-/// parsing. (Serialized as plain values too: views are never written back.)
+/// parsing. (Serialized as plain values too: views are never written back.) The strings are the same on thousands
+/// of devices (a type, a version), so each distinct value is stored once (`Shared`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct KeptAttributes {
     pub device_id: Option<i64>,
-    pub resource_type: Option<String>,
-    pub dra_driver_version: Option<String>,
-    pub instance_type: Option<String>,
-    pub neuron_driver_version: Option<String>,
+    pub resource_type: Option<Shared>,
+    pub dra_driver_version: Option<Shared>,
+    pub instance_type: Option<Shared>,
+    pub neuron_driver_version: Option<Shared>,
     /// `resource.aws.com/devicegroup{1,4,8,16}_id`, in that order, as hashes: they are only ever compared, and a
     /// number costs neither an allocation per device nor a string comparison per lookup.
     pub device_groups: [Option<GroupId>; 4],
     /// The EFA driver's `pciDevice` (what its DeviceClass selects on).
-    pub pci_device: Option<String>,
+    pub pci_device: Option<Shared>,
+}
+
+/// A string many devices share, held once per process: a device's view is then a few pointers instead of five
+/// heap strings, which at 20 devices and interfaces per node is most of the operator's memory.
+pub type Shared = std::sync::Arc<str>;
+
+/// The one copy of `value`. Distinct values are few (types, versions); past `LIMIT` of them (a driver publishing
+/// something unexpected) values are no longer pooled, so the pool cannot grow without bound.
+fn shared(value: Option<String>) -> Option<Shared> {
+    use std::collections::HashSet;
+    use std::sync::{LazyLock, Mutex};
+    const LIMIT: usize = 1024;
+    static POOL: LazyLock<Mutex<HashSet<Shared>>> = LazyLock::new(Mutex::default);
+    let value = value?;
+    let mut pool = POOL.lock().expect("not poisoned");
+    if let Some(known) = pool.get(value.as_str()) {
+        return Some(known.clone());
+    }
+    let new: Shared = value.into();
+    if pool.len() < LIMIT {
+        pool.insert(new.clone());
+    }
+    Some(new)
 }
 
 /// A connected-group id (`devicegroup<N>_id`), hashed. Ids are compared only within one node, whose few dozen ids
 /// a 64-bit hash tells apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub struct GroupId(u64);
+pub struct GroupId(std::num::NonZeroU64); // non-zero: an `Option<GroupId>` takes 8 bytes, not 16
 
 impl GroupId {
     pub fn of(id: &str) -> GroupId {
@@ -89,7 +113,7 @@ impl GroupId {
         // SipHash with fixed keys: the same id hashes the same in every process.
         let mut hasher = std::hash::DefaultHasher::new();
         id.hash(&mut hasher);
-        GroupId(hasher.finish())
+        GroupId(std::num::NonZeroU64::new(hasher.finish()).unwrap_or(std::num::NonZeroU64::MIN))
     }
 }
 
@@ -120,10 +144,12 @@ impl<'de> Deserialize<'de> for KeptAttributes {
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     match key.as_ref() {
                         "deviceId" => kept.device_id = map.next_value::<Attribute>()?.int,
-                        "resourceType" => kept.resource_type = map.next_value::<Attribute>()?.string,
-                        "draDriverVersion" => kept.dra_driver_version = map.next_value::<Attribute>()?.version,
-                        "instanceType" => kept.instance_type = map.next_value::<Attribute>()?.string,
-                        "neuronDriverVersion" => kept.neuron_driver_version = map.next_value::<Attribute>()?.string,
+                        "resourceType" => kept.resource_type = shared(map.next_value::<Attribute>()?.string),
+                        "draDriverVersion" => kept.dra_driver_version = shared(map.next_value::<Attribute>()?.version),
+                        "instanceType" => kept.instance_type = shared(map.next_value::<Attribute>()?.string),
+                        "neuronDriverVersion" => {
+                            kept.neuron_driver_version = shared(map.next_value::<Attribute>()?.string)
+                        }
                         "resource.aws.com/devicegroup1_id" => {
                             kept.device_groups[0] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
                         }
@@ -136,7 +162,9 @@ impl<'de> Deserialize<'de> for KeptAttributes {
                         "resource.aws.com/devicegroup16_id" => {
                             kept.device_groups[3] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
                         }
-                        "dra.net/pciDevice" | "pciDevice" => kept.pci_device = map.next_value::<Attribute>()?.string,
+                        "dra.net/pciDevice" | "pciDevice" => {
+                            kept.pci_device = shared(map.next_value::<Attribute>()?.string)
+                        }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -366,6 +394,18 @@ mod tests {
         assert_eq!(view.spec.devices[5].resource_type(), Some("neuron_device"));
         assert_eq!(view.spec.devices[16].resource_type(), Some("neuron_node"));
         assert_eq!(view.spec.devices[0].dra_driver_version(), Some("1.1.0"));
+    }
+
+    #[test]
+    fn the_strings_devices_share_are_held_once() {
+        let first = slice_view(&fleet::resource_slice(&fleet(), 0, None));
+        let second = slice_view(&fleet::resource_slice(&fleet(), 1, None));
+        let (a, b) = (&first.spec.devices[0].attributes, &second.spec.devices[3].attributes);
+        for (x, y) in [(&a.instance_type, &b.instance_type), (&a.dra_driver_version, &b.dra_driver_version)] {
+            let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
+            assert!(std::sync::Arc::ptr_eq(x, y), "{x} is one allocation for every device");
+        }
+        assert_eq!(std::mem::size_of::<Option<GroupId>>(), 8);
     }
 
     #[test]
