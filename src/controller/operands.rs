@@ -139,6 +139,17 @@ impl Report {
         true
     }
 
+    /// Adds what another pass of the same reconcile did.
+    fn absorb(&mut self, other: Report) {
+        self.created.extend(other.created);
+        self.updated.extend(other.updated);
+        self.replaced.extend(other.replaced);
+        self.deleted.extend(other.deleted);
+        self.errors.extend(other.errors);
+        self.templates_in_place.extend(other.templates_in_place);
+        self.pending |= other.pending;
+    }
+
     fn record_delete(&mut self, what: String, outcome: Result<bool, ApplyError>) {
         match outcome {
             Ok(true) => self.deleted.push(what),
@@ -164,6 +175,25 @@ impl<'a> Pass<'a> {
     pub fn new(ctx: &'a Context, config: &str, uid: Option<String>, mode: Mode) -> Self {
         let writes = mode != Mode::Paused;
         Self { ctx, config: config.into(), uid, writes, claimed: BTreeSet::new(), report: Report::default() }
+    }
+
+    /// A second pass for the same config, to write beside this one at the same time; `join` takes it back.
+    pub fn fork(&self) -> Self {
+        let (ctx, uid) = (self.ctx, self.uid.clone());
+        Self {
+            ctx,
+            config: self.config.clone(),
+            uid,
+            writes: self.writes,
+            claimed: BTreeSet::new(),
+            report: Report::default(),
+        }
+    }
+
+    /// Takes back what a forked pass claimed and did.
+    pub fn join(&mut self, fork: Pass<'a>) {
+        self.claimed.extend(fork.claimed);
+        self.report.absorb(fork.report);
     }
 
     /// Claims `desired` without writing it: what exists is kept as it is.

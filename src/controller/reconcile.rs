@@ -8,7 +8,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -47,23 +47,7 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
             // Paused: no writes but the status, not even the finalizer.
             apply(parsed, &ctx).await
         }
-        Ok(parsed) => {
-            let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
-            finalizer(&api, FINALIZER, Arc::new(parsed.clone()), |event| async {
-                match event {
-                    FinalizerEvent::Apply(config) => apply(&config, &ctx).await,
-                    FinalizerEvent::Cleanup(config) => {
-                        let done = cleanup(&config, &ctx).await;
-                        if done.is_ok() {
-                            ctx.forget(&config);
-                        }
-                        done
-                    }
-                }
-            })
-            .await
-            .map_err(|e| Error::Finalizer(Box::new(e)))
-        }
+        Ok(parsed) => with_cleanup(parsed, &ctx).await,
     };
 
     ctx.metrics.reconcile_duration.observe(seconds(started.elapsed()));
@@ -77,6 +61,48 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
         }
     }
     result
+}
+
+/// Applies the config, behind our finalizer: once it is going, removes what it created, then the finalizer.
+async fn with_cleanup(parsed: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
+    let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
+    let config = with_finalizer(&api, parsed).await?;
+    finalizer(&api, FINALIZER, config, |event| async {
+        match event {
+            FinalizerEvent::Apply(config) => apply(&config, ctx).await,
+            FinalizerEvent::Cleanup(config) => {
+                let done = cleanup(&config, ctx).await;
+                if done.is_ok() {
+                    ctx.forget(&config);
+                }
+                done
+            }
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+/// The config with our finalizer, added first when it is missing and the config is not going. This pass then goes
+/// on to apply (the finalizer helper alone would stop and wait for the event of its own write).
+async fn with_finalizer(api: &Api<NeuronDRAConfig>, config: &NeuronDRAConfig) -> Result<Arc<NeuronDRAConfig>, Error> {
+    let mut config = config.clone();
+    if config.meta().deletion_timestamp.is_some() || config.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(Arc::new(config));
+    }
+    // The test makes the write fail, rather than drop another's finalizer, when the list changed meanwhile.
+    let operations = match config.finalizers() {
+        [] => json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]),
+        current => json!([{"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]),
+    };
+    let patch = Patch::<()>::Json(serde_json::from_value(operations).expect("a well-formed JSON patch"));
+    api.patch(&config.name_any(), &PatchParams::default(), &patch)
+        .await
+        .map_err(|e| Error::Finalizer(Box::new(FinalizerError::AddFinalizer(e))))?;
+    config.finalizers_mut().push(FINALIZER.into());
+    Ok(Arc::new(config))
 }
 
 /// A config the API server stored but this build cannot parse: reported, never retried in a loop.
@@ -129,8 +155,12 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     }
     let reference = config.object_ref(&());
     let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
-    let driver = install_driver(&plan, &mut pass).await;
-    pass.ensure_templates(&plan.desired.templates).await;
+    // The driver and the templates do not depend on each other: written at the same time, the DaemonSet
+    // controller sees the plugin while the templates are still being created.
+    let mut templates = pass.fork();
+    let (driver, ()) =
+        tokio::join!(install_driver(&plan, &mut pass), templates.ensure_templates(&plan.desired.templates));
+    pass.join(templates);
     pass.delete_unclaimed().await;
     if plan.mode == Mode::Normal {
         events::changes(ctx, &reference, &pass.report).await;

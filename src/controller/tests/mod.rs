@@ -106,8 +106,12 @@ async fn a_new_config_is_applied_in_order() {
     fixture.reconcile(&c).await.unwrap();
     let daemon_set = format!("PATCH {DAEMON_SET}");
     let template = format!("PATCH {TEMPLATE}");
+    let mut lines = fixture.lines();
+    // The templates are written beside the driver, in no fixed order with it.
+    let at = lines.iter().position(|l| *l == template).expect("the template is applied");
+    lines.remove(at);
     assert_eq!(
-        fixture.lines(),
+        lines,
         [
             SERVICE_ACCOUNT,
             CLUSTER_ROLE,
@@ -116,12 +120,33 @@ async fn a_new_config_is_applied_in_order() {
             POLICY_BINDING,
             DEVICE_CLASS,
             &daemon_set,
-            &template,
             EVENT,
             STATUS
         ]
     );
     assert_eq!(fixture.event_reasons(), ["Created"]);
+}
+
+#[tokio::test]
+async fn a_config_without_the_finalizer_gets_it_first_and_is_applied_in_the_same_pass() {
+    let mut c = config(json!({}));
+    c.metadata.finalizers = Some(vec!["example.com/other".into()]);
+    let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]);
+    world.configs.push(c.clone());
+    let fixture = Fixture::new(&world);
+    fixture.reconcile(&c).await.unwrap();
+    let sent = fixture.sent();
+    assert_eq!(sent[0].line(), "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c");
+    assert_eq!(
+        sent[0].body,
+        json!([{"op": "test", "path": "/metadata/finalizers", "value": ["example.com/other"]},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]),
+        "added beside the other finalizer, only if the list is still the one read"
+    );
+    let lines = fixture.lines();
+    assert!(lines.contains(&format!("PATCH {TEMPLATE}")), "{lines:#?}");
+    assert_eq!(lines.last().map(String::as_str), Some(STATUS), "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.contains("/neurondraconfigs/c")).count(), 2, "finalizer and status only");
 }
 
 #[tokio::test]
