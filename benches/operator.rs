@@ -3,8 +3,8 @@
 //!
 //! Knobs (environment): BENCH_RUNS (apply-to-Ready runs, default 5), BENCH_NAMESPACES (50), BENCH_IDLE_SECS (300),
 //! BENCH_SCALES (node counts, default "5000,10000"; the last is "the largest fleet"), BENCH_CHURN_SECS (60) and
-//! BENCH_CHURN_RATE (writes/s, 50) for the busy-fleet rows, BENCH_ONLY (`fleet`: scenarios 4 and 5; `capacity`: 5 only;
-//! `computation`: 5's capacity computation alone, without a cluster),
+//! BENCH_CHURN_RATE (writes/s, 50) for the busy-fleet rows, BENCH_ONLY (`apply`: scenario 1 only; `fleet`:
+//! scenarios 4 and 5; `capacity`: 5 only; `computation`: 5's capacity computation alone, without a cluster),
 //! and scenario 5's own (see `capacity.rs`).
 
 #[path = "scenarios/capacity.rs"]
@@ -202,7 +202,7 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
     let dir = std::env::temp_dir().join("ndo-bench");
     std::fs::create_dir_all(&dir).unwrap();
     let (mut operator_times, mut kubectl_times, mut ideal_times) = (Vec::new(), Vec::new(), Vec::new());
-    let mut api_times = Vec::new();
+    let (mut api_times, mut ideal_apply_times) = (Vec::new(), Vec::new());
     // (concurrency, seconds) of the fastest ideal-client sweep
     let mut best = (1, f64::MAX);
     let mut last = String::new();
@@ -252,14 +252,16 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         let templates = rendered_templates(&rendered.stdout);
         if run == 0 {
             for concurrency in [4, 8, 16, 32, 64] {
-                let took = create_all(client, &templates, concurrency, &format!("sweep{concurrency}")).await;
+                let took =
+                    write_all(client, &templates, concurrency, &format!("sweep{concurrency}"), Write::Create).await;
                 eprintln!("bench: ideal client, {concurrency} at once: {took:.2}s");
                 if took < best.1 {
                     best = (concurrency, took);
                 }
             }
         }
-        ideal_times.push(create_all(client, &templates, best.0, &format!("run{run}")).await);
+        ideal_times.push(write_all(client, &templates, best.0, &format!("run{run}"), Write::Create).await);
+        ideal_apply_times.push(write_all(client, &templates, best.0, &format!("ssa{run}"), Write::Apply).await);
         eprintln!(
             "bench: run {run}: operator {:.2}s, kubectl {:.2}s ({objects} objects)",
             operator_times[run], kubectl_times[run]
@@ -291,6 +293,14 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         "",
         None,
     );
+    let ideal_apply_median = median(&mut ideal_apply_times);
+    table.add(
+        &scenario,
+        &format!("ideal client, server-side apply instead: {templates} templates, {} at once (median)", best.0),
+        format!("{ideal_apply_median:.2} s"),
+        "",
+        None,
+    );
     let api_median = median(&mut api_times);
     table.add(&scenario, "operator: API apply → Ready=True (median)", format!("{api_median:.2} s"), "", None);
     let ratio = api_median / ideal_median;
@@ -315,15 +325,39 @@ fn rendered_templates(yaml: &[u8]) -> Vec<ResourceClaimTemplate> {
 
 /// Creates every template (renamed with `suffix`, so runs do not collide) `concurrency` at a time; returns the
 /// seconds from the first request to the last answer. Each is one create: what the API server must accept.
-async fn create_all(client: &Client, templates: &[ResourceClaimTemplate], concurrency: usize, suffix: &str) -> f64 {
+/// How the ideal client writes each template.
+#[derive(Clone, Copy, PartialEq)]
+enum Write {
+    /// POST: the cheapest write the API server takes.
+    Create,
+    /// Server-side apply, as the operator writes (it owns its fields under a field manager).
+    Apply,
+}
+
+/// Seconds to write every template, `concurrency` at once, each under a name ending in `suffix`.
+async fn write_all(
+    client: &Client,
+    templates: &[ResourceClaimTemplate],
+    concurrency: usize,
+    suffix: &str,
+    how: Write,
+) -> f64 {
     use futures::{StreamExt, TryStreamExt};
     let started = Instant::now();
     futures::stream::iter(templates.iter().cloned())
         .map(|mut template| {
             let api: Api<ResourceClaimTemplate> =
                 Api::namespaced(client.clone(), template.metadata.namespace.as_deref().unwrap());
-            template.metadata.name = Some(format!("{}-{suffix}", template.metadata.name.unwrap()));
-            async move { api.create(&PostParams::default(), &template).await }
+            let name = format!("{}-{suffix}", template.metadata.name.unwrap());
+            template.metadata.name = Some(name.clone());
+            async move {
+                match how {
+                    Write::Create => api.create(&PostParams::default(), &template).await,
+                    Write::Apply => {
+                        api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&template)).await
+                    }
+                }
+            }
         })
         .buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
@@ -405,11 +439,15 @@ async fn main() {
     eprintln!("bench: {machine} cores; operator {}", env!("CARGO_BIN_EXE_neuron-dra-operator"));
     let mut table = Table::default();
 
-    // BENCH_ONLY=fleet skips scenarios 1 to 3; BENCH_ONLY=capacity runs scenario 5 alone.
-    if only.is_empty() {
+    // BENCH_ONLY=fleet skips scenarios 1 to 3; BENCH_ONLY=capacity runs scenario 5 alone; BENCH_ONLY=apply runs 1.
+    if only.is_empty() || only == "apply" {
         let operator = Operator::start(OperatorOptions { test_id: BENCH_ID, lease: "bench", extra: &[] });
         let pid = operator_pid(&operator);
         let ready_config = apply_to_ready(&client, &mut table).await;
+        if only == "apply" {
+            table.print();
+            return;
+        }
         idle(&operator, pid, &mut table).await;
         one_change(&client, &operator, &ready_config, &mut table).await;
         delete_and_wait(&Api::all(client.clone()), &ready_config).await;
