@@ -326,11 +326,15 @@ async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (Stri
     let existing = cached::<ResourceClaimTemplate>(&ctx.stores, &template.name_any(), Some(&ns));
     let stale = existing.as_ref().filter(|e| spec_hash(e) != spec_hash(&template));
     let Some(stale) = stale else {
-        return (key(&template), false, ctx.applier.ensure(&api, &template, existing.as_deref(), MANAGER).await);
+        let outcome = ctx.applier.ensure_created(&api, &template, existing.as_deref(), MANAGER).await;
+        return (key(&template), false, outcome);
     };
     // Its spec is immutable: delete, then create anew.
     let outcome = match ctx.applier.delete(&api, stale.as_ref()).await {
-        Ok(true) => ctx.applier.apply(&api, &template, None, MANAGER).await.map(|()| Outcome::Created),
+        Ok(true) => {
+            let before = stale.metadata.resource_version.clone();
+            ctx.applier.create(&api, &template, before, MANAGER).await.map(|()| Outcome::Created)
+        }
         Ok(false) => Ok(Outcome::Pending),
         Err(error) => Err(error),
     };

@@ -27,6 +27,8 @@ const POLICY_BINDING: &str =
 const DEVICE_CLASS: &str = "PATCH /apis/resource.k8s.io/v1/deviceclasses/neuron.aws.com";
 const DAEMON_SET: &str = "/apis/apps/v1/namespaces/neuron-dra-driver/daemonsets/neuron-dra-c";
 const TEMPLATE: &str = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates/pretrain";
+/// Templates the cache does not hold are created, not applied.
+const CREATE_TEMPLATE: &str = "POST /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates";
 
 /// A config named `name`, created at `created`, with the cleanup finalizer, putting one template in team-a.
 fn config_at(name: &str, created: &str, spec: Value) -> NeuronDRAConfig {
@@ -98,33 +100,39 @@ async fn a_converged_config_writes_its_status_once_and_then_nothing() {
 }
 
 #[tokio::test]
-async fn a_new_config_is_applied_in_order() {
+async fn a_new_config_is_applied_with_the_plugin_last() {
     let c = config(json!({}));
     let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]);
     world.configs.push(c.clone());
     let fixture = Fixture::new(&world);
     fixture.reconcile(&c).await.unwrap();
     let daemon_set = format!("PATCH {DAEMON_SET}");
-    let template = format!("PATCH {TEMPLATE}");
-    let mut lines = fixture.lines();
-    // The templates are written beside the driver, in no fixed order with it.
-    let at = lines.iter().position(|l| *l == template).expect("the template is applied");
-    lines.remove(at);
-    assert_eq!(
-        lines,
-        [
-            SERVICE_ACCOUNT,
-            CLUSTER_ROLE,
-            CLUSTER_ROLE_BINDING,
-            POLICY,
-            POLICY_BINDING,
-            DEVICE_CLASS,
-            &daemon_set,
-            EVENT,
-            STATUS
-        ]
-    );
+    let lines = fixture.lines();
+    let at = |line: &str| lines.iter().position(|l| l == line).unwrap_or_else(|| panic!("no {line} in {lines:#?}"));
+    // Written at the same time, in no fixed order among themselves: the templates, and the plugin's rights, fence
+    // and class. The plugin waits for its rights and its fence; each binding follows what it binds.
+    for before in [SERVICE_ACCOUNT, CLUSTER_ROLE, CLUSTER_ROLE_BINDING, POLICY, POLICY_BINDING, DEVICE_CLASS] {
+        assert!(at(before) < at(&daemon_set), "{before} before the DaemonSet: {lines:#?}");
+    }
+    assert!(at(CLUSTER_ROLE) < at(CLUSTER_ROLE_BINDING) && at(POLICY) < at(POLICY_BINDING), "{lines:#?}");
+    assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "{lines:#?}");
+    assert_eq!(lines.len(), 10, "{lines:#?}");
+    assert_eq!(lines[8..], [EVENT, STATUS]);
     assert_eq!(fixture.event_reasons(), ["Created"]);
+}
+
+#[tokio::test]
+async fn a_template_that_exists_though_the_cache_lacks_it_is_applied_over() {
+    let c = config(json!({}));
+    let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]).holding(&desired(&c), 0);
+    world.templates.clear();
+    world.configs.push(c.clone());
+    let fixture = Fixture::new(&world);
+    fixture.fail(CREATE_TEMPLATE, 409, "resourceclaimtemplates \"pretrain\" already exists", 1);
+    fixture.reconcile(&c).await.unwrap();
+    assert_eq!(fixture.lines(), [CREATE_TEMPLATE, &format!("PATCH {TEMPLATE}"), EVENT, STATUS]);
+    let status = fixture.last_status().unwrap();
+    assert_eq!(condition(&status, "TemplatesReady").0, "True", "taken over, so in place");
 }
 
 #[tokio::test]
@@ -144,7 +152,7 @@ async fn a_config_without_the_finalizer_gets_it_first_and_is_applied_in_the_same
         "added beside the other finalizer, only if the list is still the one read"
     );
     let lines = fixture.lines();
-    assert!(lines.contains(&format!("PATCH {TEMPLATE}")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "{lines:#?}");
     assert_eq!(lines.last().map(String::as_str), Some(STATUS), "{lines:#?}");
     assert_eq!(lines.iter().filter(|l| l.contains("/neurondraconfigs/c")).count(), 2, "finalizer and status only");
 }
@@ -180,7 +188,7 @@ async fn a_node_conflict_means_no_daemon_set_and_removes_an_earlier_one() {
     let lines = fixture.lines();
     assert!(!lines.iter().any(|l| l.starts_with("PATCH") && l.contains("daemonsets")), "{lines:#?}");
     assert!(lines.contains(&format!("DELETE {DAEMON_SET}")), "{lines:#?}");
-    assert!(lines.contains(&format!("PATCH {TEMPLATE}")), "templates do not conflict: applied");
+    assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "templates do not conflict: applied");
     assert!(fixture.event_reasons().contains(&"Conflict".to_string()));
     let status = fixture.last_status().unwrap();
     let (valid, reason, message) = condition(&status, "ConfigValid");
@@ -213,10 +221,7 @@ async fn a_changed_template_is_deleted_then_created() {
     world.templates[0].annotations_mut().insert(ANNOTATION_SPEC_HASH.into(), "an-older-spec".into());
     let fixture = Fixture::new(&world);
     fixture.reconcile(&c).await.unwrap();
-    assert_eq!(
-        fixture.lines(),
-        [format!("DELETE {TEMPLATE}"), format!("PATCH {TEMPLATE}"), EVENT.into(), STATUS.into()]
-    );
+    assert_eq!(fixture.lines(), [format!("DELETE {TEMPLATE}"), CREATE_TEMPLATE.into(), EVENT.into(), STATUS.into()]);
     assert_eq!(fixture.event_reasons(), ["Replaced"]);
     let created = &fixture.sent()[1].body;
     assert_eq!(
@@ -292,7 +297,10 @@ async fn templates_left_to_an_older_config_do_not_count_as_missing() {
     let fixture = Fixture::new(&world);
     fixture.reconcile(&newer).await.unwrap();
     let lines = fixture.lines();
-    assert!(!lines.contains(&format!("PATCH {TEMPLATE}")), "team-a/pretrain belongs to the older config");
+    assert!(
+        !lines.iter().any(|l| l.contains("team-a/resourceclaimtemplates")),
+        "team-a/pretrain is the older config's"
+    );
     let status = fixture.last_status().unwrap();
     assert_eq!(condition(&status, "ConfigValid").1, "Conflict");
     let (ready, reason, message) = condition(&status, "TemplatesReady");
@@ -306,8 +314,8 @@ async fn every_failed_write_reaches_the_events_and_the_error() {
     let mut world = World::with_namespaces(&["team-a", "team-b", "neuron-dra-driver"]);
     world.configs.push(c.clone());
     let fixture = Fixture::new(&world);
-    fixture.fail(&format!("PATCH {TEMPLATE}"), 422, "team-a says no", 1);
-    fixture.fail("PATCH /apis/resource.k8s.io/v1/namespaces/team-b/", 403, "team-b is forbidden", 1);
+    fixture.fail(CREATE_TEMPLATE, 422, "team-a says no", 1);
+    fixture.fail("POST /apis/resource.k8s.io/v1/namespaces/team-b/", 403, "team-b is forbidden", 1);
     let error = fixture.reconcile(&c).await.unwrap_err();
     let text = error.to_string();
     assert!(text.contains("team-a says no") && text.contains("team-b is forbidden"), "{text}");
