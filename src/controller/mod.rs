@@ -48,10 +48,10 @@ pub use error::Error;
 pub use reconcile::FINALIZER;
 pub use runtime::{RunArgs, run};
 
-/// How long a trigger waits for more before its reconcile starts: long enough to fold a burst of owned-object
-/// events (a pass's own writes coming back through the watches) into one reconcile, short against the writes
-/// themselves.
-const DEBOUNCE: Duration = Duration::from_millis(50);
+/// How long a trigger waits for more before its reconcile starts: long enough to fold the tail of a burst of
+/// owned-object events (a pass's own writes coming back through the watches; those that arrive while the pass runs
+/// are folded anyway) into one reconcile, short against the writes themselves: a new config waits for it twice.
+const DEBOUNCE: Duration = Duration::from_millis(10);
 
 /// How often changes of the cluster-wide inputs may trigger a reconcile of every config (see `sampled`); longer
 /// than the controller's debounce, so the reconcile runs between two triggers.

@@ -210,29 +210,46 @@ fn record_gauges(ctx: &Context, plan: &Plan, object: &NeuronDRAConfig, observati
     metrics.managed_objects.get_or_create(&labels).set((report.templates_in_place.len() + 6) as i64);
 }
 
-/// The plugin's objects in a fixed order: Namespace, ServiceAccount, RBAC, DeviceClass, DaemonSet. Nothing goes into
-/// a namespace being deleted; what is there is kept until it can be created anew. Returns the driver's state as the
-/// pass found it: a deletion the cache had not shown yet turns `Apply` into `WaitingForNamespace`.
+/// The plugin's objects: the Namespace first; then, at the same time, its ServiceAccount, its RBAC, the fence
+/// (admission policy and binding) and the DeviceClass; the DaemonSet last, so the plugin never runs unfenced or
+/// without its rights. Nothing goes into a namespace being deleted; what is there is kept until it can be created
+/// anew. Returns the driver's state as the pass found it: a deletion the cache had not shown yet turns `Apply` into
+/// `WaitingForNamespace`.
 async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) -> Driver {
     let desired = &plan.desired;
-    let mut usable = match plan.driver_namespace {
+    let usable = match plan.driver_namespace {
         NamespaceState::Missing => pass.ensure(&desired.namespace, MANAGER).await,
         NamespaceState::Exists => true,
         NamespaceState::Terminating => false,
     };
-    if usable {
-        usable = pass.ensure(&desired.service_account, MANAGER).await;
-    } else {
-        pass.claim(&desired.service_account);
-    }
-    pass.ensure(&desired.cluster_role, MANAGER).await;
-    pass.ensure(&desired.cluster_role_binding, MANAGER).await;
-    // The fence goes up before the plugin runs.
-    pass.ensure(&desired.admission_policy, MANAGER).await;
-    pass.ensure(&desired.admission_policy_binding, MANAGER).await;
-    pass.ensure(&desired.device_class, &shared_manager(&plan.config.name)).await;
-    if let Some(class) = &desired.extended_resource_class {
-        pass.ensure(class, &shared_manager(&plan.config.name)).await;
+    let (mut rbac, mut fence, mut class) = (pass.fork(), pass.fork(), pass.fork());
+    let class_manager = shared_manager(&plan.config.name);
+    let (mut usable, (), (), ()) = tokio::join!(
+        async {
+            if usable {
+                pass.ensure(&desired.service_account, MANAGER).await
+            } else {
+                pass.claim(&desired.service_account);
+                false
+            }
+        },
+        async {
+            rbac.ensure(&desired.cluster_role, MANAGER).await;
+            rbac.ensure(&desired.cluster_role_binding, MANAGER).await;
+        },
+        async {
+            fence.ensure(&desired.admission_policy, MANAGER).await;
+            fence.ensure(&desired.admission_policy_binding, MANAGER).await;
+        },
+        async {
+            class.ensure(&desired.device_class, &class_manager).await;
+            if let Some(extended) = &desired.extended_resource_class {
+                class.ensure(extended, &class_manager).await;
+            }
+        },
+    );
+    for fork in [rbac, fence, class] {
+        pass.join(fork);
     }
     match plan.driver {
         Driver::BlockedByConflict => {}
