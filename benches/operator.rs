@@ -185,6 +185,12 @@ async fn wait_ready(api: &Api<NeuronDRAConfig>, name: &str, timeout: Duration) -
     None
 }
 
+/// Lets the API server finish what the previous step left (background deletes, controllers catching up), so each
+/// timed step starts on a quiet control plane.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
 fn kubectl_apply_file(path: &std::path::Path, server_side: bool) -> Duration {
     let started = Instant::now();
     let mut args = vec!["apply", "-f", path.to_str().unwrap()];
@@ -212,6 +218,7 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         let name = format!("bench-apply-{run}");
         let file = dir.join(format!("{name}.json"));
         std::fs::write(&file, serde_json::to_string(&config_doc(&name, &ns, no_nodes(), 4)).unwrap()).unwrap();
+        settle().await;
         let started = Instant::now();
         kubectl_apply_file(&file, false);
         let ready = wait_ready(&api, &name, Duration::from_secs(300)).await.expect("Ready");
@@ -221,6 +228,7 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         let ns_api = namespaces(client, &format!("bench-api{run}"), count).await;
         let api_name = format!("bench-api-{run}");
         let document = config_doc(&api_name, &ns_api, no_nodes(), 4);
+        settle().await;
         let started = Instant::now();
         api.patch(&api_name, &PatchParams::apply("bench").force(), &Patch::Apply(&document)).await.unwrap();
         let ready = wait_ready(&api, &api_name, Duration::from_secs(300)).await.expect("Ready");
@@ -244,6 +252,7 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         let objects = String::from_utf8_lossy(&rendered.stdout).matches("\nkind: ").count() + 1;
         let stream = dir.join(format!("{floor_name}.yaml"));
         std::fs::write(&stream, &rendered.stdout).unwrap();
+        settle().await;
         kubectl_times.push(secs(kubectl_apply_file(&stream, true)));
         cluster::kubectl(&["delete", "-f", stream.to_str().unwrap(), "--wait=false", "--ignore-not-found"]);
 
@@ -252,6 +261,7 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         let templates = rendered_templates(&rendered.stdout);
         if run == 0 {
             for concurrency in [4, 8, 16, 32, 64] {
+                settle().await;
                 let took =
                     write_all(client, &templates, concurrency, &format!("sweep{concurrency}"), Write::Create).await;
                 eprintln!("bench: ideal client, {concurrency} at once: {took:.2}s");
@@ -260,7 +270,9 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
                 }
             }
         }
+        settle().await;
         ideal_times.push(write_all(client, &templates, best.0, &format!("run{run}"), Write::Create).await);
+        settle().await;
         ideal_apply_times.push(write_all(client, &templates, best.0, &format!("ssa{run}"), Write::Apply).await);
         eprintln!(
             "bench: run {run}: operator {:.2}s, kubectl {:.2}s ({objects} objects)",
