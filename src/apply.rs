@@ -51,8 +51,13 @@ impl Expectations {
         }
     }
 
+    /// Stops waiting for `key` (its object is gone for good).
+    pub fn forget(&self, key: &str) {
+        self.written.lock().expect("not poisoned").remove(key);
+    }
+
     /// Records a write that replaced the cached state `before` (its resourceVersion; None where it was absent).
-    fn wrote(&self, key: String, before: Option<String>) {
+    pub fn wrote(&self, key: String, before: Option<String>) {
         self.written.lock().expect("not poisoned").insert(key, (before, Instant::now()));
     }
 }

@@ -451,6 +451,7 @@ impl Context {
         self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
         self.in_use_seen.lock().expect("not poisoned").remove(&name);
         self.remediation.forget(&name);
+        self.applier.expectations.forget(&reconcile::config_key(&name));
         if let Some(uid) = config.metadata.uid.as_deref() {
             self.stores.validations.forget(uid);
         }

@@ -36,6 +36,13 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
         ctx.forget(parsed);
         return Ok(Action::await_change());
     }
+    if let Ok(parsed) = &config.0
+        && !ctx.applier.expectations.settled(&config_key(&name), parsed.resource_version().as_deref())
+    {
+        // Our last write to this config (its finalizer or status) is not in the cache yet: a pass over the older
+        // copy would repeat what the last one did (a rollout step, say). The write's own event brings it back.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     ctx.metrics.reconciles.get_or_create(&ConfigLabels { config: name.clone() }).inc();
 
     if config.0.is_ok() {
@@ -66,7 +73,7 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
 /// Applies the config, behind our finalizer: once it is going, removes what it created, then the finalizer.
 async fn with_cleanup(parsed: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
     let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
-    let config = with_finalizer(&api, parsed).await?;
+    let config = with_finalizer(&api, parsed, ctx).await?;
     finalizer(&api, FINALIZER, config, |event| async {
         match event {
             FinalizerEvent::Apply(config) => apply(&config, ctx).await,
@@ -85,7 +92,11 @@ async fn with_cleanup(parsed: &NeuronDRAConfig, ctx: &Context) -> Result<Action,
 
 /// The config with our finalizer, added first when it is missing and the config is not going. This pass then goes
 /// on to apply (the finalizer helper alone would stop and wait for the event of its own write).
-async fn with_finalizer(api: &Api<NeuronDRAConfig>, config: &NeuronDRAConfig) -> Result<Arc<NeuronDRAConfig>, Error> {
+async fn with_finalizer(
+    api: &Api<NeuronDRAConfig>,
+    config: &NeuronDRAConfig,
+    ctx: &Context,
+) -> Result<Arc<NeuronDRAConfig>, Error> {
     let mut config = config.clone();
     if config.meta().deletion_timestamp.is_some() || config.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(Arc::new(config));
@@ -98,10 +109,14 @@ async fn with_finalizer(api: &Api<NeuronDRAConfig>, config: &NeuronDRAConfig) ->
             {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}]),
     };
     let patch = Patch::<()>::Json(serde_json::from_value(operations).expect("a well-formed JSON patch"));
-    api.patch(&config.name_any(), &PatchParams::default(), &patch)
+    let stored = api
+        .patch(&config.name_any(), &PatchParams::default(), &patch)
         .await
         .map_err(|e| Error::Finalizer(Box::new(FinalizerError::AddFinalizer(e))))?;
+    expect_in_cache(ctx, &config);
     config.finalizers_mut().push(FINALIZER.into());
+    // The status this pass writes replaces the stored version, not the one read.
+    config.metadata.resource_version = stored.metadata.resource_version;
     Ok(Arc::new(config))
 }
 
@@ -268,7 +283,19 @@ async fn write_status(config: &NeuronDRAConfig, observation: &Observation, ctx: 
     if config.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    patch_status(&config.name_any(), &status, ctx).await
+    patch_status(&config.name_any(), &status, ctx).await?;
+    expect_in_cache(ctx, config);
+    Ok(())
+}
+
+/// The expectations key of a config.
+pub(super) fn config_key(name: &str) -> String {
+    crate::apply::object_key::<NeuronDRAConfig>(name, None)
+}
+
+/// Remembers that the config just changed from the version this pass read, until the cache shows it.
+fn expect_in_cache(ctx: &Context, config: &NeuronDRAConfig) {
+    ctx.applier.expectations.wrote(config_key(&config.name_any()), config.resource_version());
 }
 
 async fn patch_status(name: &str, status: &NeuronDRAConfigStatus, ctx: &Context) -> Result<(), Error> {

@@ -75,6 +75,8 @@ fn converged(config: &NeuronDRAConfig) -> World {
 fn with_written_status(config: &NeuronDRAConfig, fixture: &Fixture) -> NeuronDRAConfig {
     let mut next = config.clone();
     next.status = Some(serde_json::from_value(fixture.last_status().expect("a status was written")).unwrap());
+    // As the cache shows it once the write's event arrived: a newer version.
+    next.metadata.resource_version = Some("2".into());
     next
 }
 
@@ -338,12 +340,32 @@ async fn a_deleted_config_leaves_no_metric_series_and_no_state() {
     let mut deleted = c.clone();
     deleted.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::status::now()));
+    deleted.metadata.resource_version = Some("3".into());
     fixture.reconcile(&deleted).await.unwrap();
     let metrics = fixture.ctx.metrics.encode();
     assert!(!metrics.contains("config=\"c\""), "{metrics}");
     assert!(fixture.ctx.failures.lock().unwrap().is_empty());
     assert!(fixture.ctx.unhealthy_seen.lock().unwrap().is_empty());
     assert!(fixture.ctx.unparseable.lock().unwrap().is_empty());
+    assert!(fixture.ctx.applier.expectations.settled("NeuronDRAConfig//c", Some("1")), "no write awaited");
+}
+
+#[tokio::test]
+async fn a_pass_waits_until_the_cache_shows_its_own_status_write() {
+    let c = config(json!({}));
+    let fixture = Fixture::new(&converged(&c));
+    fixture.reconcile(&c).await.unwrap();
+    assert_eq!(fixture.lines(), [STATUS]);
+    let settled = with_written_status(&c, &fixture);
+    fixture.clear();
+    // A trigger (a plugin pod's event, say) before the status write's own event: the cache still holds `c`.
+    let action = fixture.reconcile(&c).await.unwrap();
+    assert_eq!(fixture.lines(), Vec::<String>::new(), "nothing done twice from the older copy");
+    assert_eq!(action, kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(1)));
+    // The event arrived: the pass runs, and finds nothing to do.
+    fixture.reconcile(&settled).await.unwrap();
+    assert_eq!(fixture.lines(), Vec::<String>::new());
+    assert_eq!(fixture.ctx.metrics.encode().matches("neuron_dra_operator_reconciles_total{config=\"c\"} 2").count(), 1);
 }
 
 #[test]
