@@ -104,8 +104,19 @@ impl Scenario {
 
     /// Waits until a condition of the config has this status, and returns the config.
     pub async fn wait_condition(&self, name: &str, type_: &str, status: &str) -> NeuronDRAConfig {
+        self.wait_condition_within(name, type_, status, TIMEOUT).await
+    }
+
+    /// `wait_condition` with its own timeout.
+    pub async fn wait_condition_within(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+        timeout: std::time::Duration,
+    ) -> NeuronDRAConfig {
         let api = self.configs();
-        eventually(TIMEOUT, &format!("{name}: {type_}={status}"), || {
+        eventually(timeout, &format!("{name}: {type_}={status}"), || {
             let api = api.clone();
             async move {
                 let config = api.get_opt(name).await.ok()??;
