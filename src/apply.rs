@@ -170,6 +170,22 @@ impl Applier {
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
+        self.ensure_with(dt, api, desired, existing, manager, false).await
+    }
+
+    /// `ensure_as`; with `create_absent`, an object the cache lacks is created rather than applied.
+    async fn ensure_with<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        existing: Option<&K>,
+        manager: &str,
+        create_absent: bool,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
         let key = object_key_as::<K>(dt, &desired.name_any(), desired.meta().namespace.as_deref());
         if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
             return Ok(Outcome::Pending);
@@ -185,6 +201,10 @@ impl Applier {
             if holds(&have, &want) {
                 return Ok(Outcome::Unchanged);
             }
+        }
+        if create_absent && existing.is_none() {
+            self.create_as(dt, api, desired, None, manager).await?;
+            return Ok(Outcome::Created);
         }
         self.apply_as(dt, api, desired, existing.and_then(|e| e.meta().resource_version.clone()), manager).await?;
         Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
@@ -203,14 +223,7 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
     {
-        if existing.is_some() {
-            return self.ensure(api, desired, existing, manager).await;
-        }
-        if !self.expectations.settled(&object_key::<K>(&desired.name_any(), desired.meta().namespace.as_deref()), None)
-        {
-            return Ok(Outcome::Pending);
-        }
-        self.create(api, desired, None, manager).await.map(|()| Outcome::Created)
+        self.ensure_with(&K::DynamicType::default(), api, desired, existing, manager, true).await
     }
 
     /// Creates `desired` with a POST under `manager`; one that exists after all (made by someone else, or not in
@@ -227,18 +240,31 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
     {
+        self.create_as(&K::DynamicType::default(), api, desired, before, manager).await
+    }
+
+    async fn create_as<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        before: Option<String>,
+        manager: &str,
+    ) -> Result<(), ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
         let name = desired.name_any();
         let params = PostParams { field_manager: Some(manager.into()), ..PostParams::default() };
         match api.create(&params, desired).await {
             Ok(_) => {
-                self.expectations.wrote(object_key::<K>(&name, desired.meta().namespace.as_deref()), before);
+                self.expectations.wrote(object_key_as::<K>(dt, &name, desired.meta().namespace.as_deref()), before);
                 Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => self.apply(api, desired, before, manager).await,
-            Err(source) => {
-                let kind = K::kind(&K::DynamicType::default()).into_owned();
-                Err(ApplyError::Apply { kind, name, source })
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                self.apply_as(dt, api, desired, before, manager).await
             }
+            Err(source) => Err(ApplyError::Apply { kind: K::kind(dt).into_owned(), name, source }),
         }
     }
 
