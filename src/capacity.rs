@@ -142,15 +142,15 @@ impl NodeDevices {
             Some("neuron_node") => Entry::Node,
             _ => Entry::Other,
         };
-        let position = |values: &[&str], have: &Option<crate::view::Shared>| {
-            let have = have.as_deref()?;
+        let position = |values: &[&str], have: Option<&str>| {
+            let have = have?;
             values.iter().position(|v| *v == have).and_then(|p| u16::try_from(p).ok())
         };
         Slot {
             free,
             entry,
-            instance_type: position(&pins.instance_types, &device.attributes.instance_type),
-            neuron_driver_version: position(&pins.neuron_driver_versions, &device.attributes.neuron_driver_version),
+            instance_type: position(&pins.instance_types, device.instance_type()),
+            neuron_driver_version: position(&pins.neuron_driver_versions, device.neuron_driver_version()),
             groups,
         }
     }
@@ -201,7 +201,7 @@ impl NodeDevices {
         self.efa.clear();
         self.group_ids.iter_mut().for_each(Vec::clear);
         for slice in slices {
-            let driver = slice.spec.driver.as_str();
+            let driver: &str = &slice.spec.driver;
             let neuron = match driver {
                 NEURON_DRIVER => true,
                 EFA_DRIVER => false,
@@ -211,10 +211,10 @@ impl NodeDevices {
             let held = allocated.in_pool(&slice.spec.pool.name);
             let held = || held.iter().filter(|(d, _)| *d == driver).map(|(_, name)| *name);
             for device in &slice.spec.devices {
-                if !neuron && device.attributes.pci_device.as_deref() != Some(EFA_PCI_DEVICE) {
+                if !neuron && device.pci_device() != Some(EFA_PCI_DEVICE) {
                     continue;
                 }
-                let taken = held().any(|name| name == device.name);
+                let taken = held().any(|name| name == &*device.name);
                 let free = !taken && taint_of(slice, device, taint_rules).is_none();
                 let slot = self.slot(device, free, pins);
                 if neuron { self.neuron.push(slot) } else { self.efa.push(slot) }

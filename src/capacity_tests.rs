@@ -120,7 +120,8 @@ fn a_held_efa_interface_costs_its_group_only_for_efa_claims() {
         .devices
         .iter()
         .find(|d| {
-            d.device_group(1) == s[0].spec.devices.iter().find(|d| d.name == "neuron-device-9").unwrap().device_group(1)
+            d.device_group(1)
+                == s[0].spec.devices.iter().find(|d| &*d.name == "neuron-device-9").unwrap().device_group(1)
         })
         .unwrap()
         .name

@@ -21,6 +21,8 @@ pub const MISSING: &str = "Missing";
 pub const NO_RESOURCE_SLICE: &str = "NoResourceSlice";
 pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
 pub const LEGACY_DEVICE_PLUGIN: &str = "LegacyDevicePlugin";
+/// What the legacy Neuron device plugin advertises in a node's allocatable.
+pub const LEGACY_DEVICE_PLUGIN_RESOURCES: [&str; 2] = ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
 pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
 pub const NEURON_HEALTH: &str = "NeuronHealth";
 /// The EKS node monitoring agent's `AcceleratedHardwareReady=False`, as a node issue.
@@ -109,10 +111,10 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             for rule in inputs.taint_rules.iter().filter(|rule| taint_rule::matches(rule, slice, device)) {
                 *rule_devices.entry(rule.metadata.name.as_deref().unwrap_or_default()).or_default() += 1;
             }
-            let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.clone()));
+            let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.to_string()));
             let entry = |reason: String, effect: String| UnhealthyDevice {
                 node: name.clone(),
-                device: device.name.clone(),
+                device: device.name.to_string(),
                 reason,
                 effect: Some(effect),
                 claim: holder.map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any())),
@@ -197,8 +199,7 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
             Some(_) => {}
         }
     }
-    let legacy = ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
-    if let Some(resource) = legacy.iter().find(|r| status.allocatable.iter().any(|a| a == *r)) {
+    if let Some(resource) = LEGACY_DEVICE_PLUGIN_RESOURCES.iter().find(|r| status.allocatable.iter().any(|a| a == *r)) {
         issues.push(issue(&name, LEGACY_DEVICE_PLUGIN, format!("the legacy Neuron device plugin advertises {resource} here: devices may be allocated twice; remove it from DRA nodes")));
     }
     let version = status.node_info.kubelet_version.as_str();

@@ -1,10 +1,14 @@
-//! Compact views of the objects the operator watches by the thousand (Nodes, ResourceSlices, plugin Pods): only the
-//! fields health and node selection read are deserialized and cached. A full k8s-openapi ResourceSlice costs ~25 KiB
-//! in memory (every device carries a map of attributes); its view costs ~2 KiB, which keeps 5,000 nodes under the
-//! memory target.
+//! Compact views of the objects the operator watches by the thousand (Nodes, ResourceSlices, plugin Pods, claims):
+//! only what health, capacity, rollout and node selection read is parsed and cached. A full k8s-openapi
+//! ResourceSlice of 16 devices costs ~25 KiB in memory (every device carries a map of attributes); its view ~2 KiB,
+//! most of it 80 bytes per device. Managed fields, annotations, owner references, labels nothing selects on and
+//! conditions nothing reads are skipped while parsing (never built), and what thousands of devices share (names,
+//! types, versions) is held once per process.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceClaim, ResourceSlice};
@@ -13,7 +17,7 @@ use kube::Resource;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-/// Drops what no view reads from an object's metadata.
+/// Drops what the operator never reads from an object's metadata (for kinds that are not views).
 pub fn trim_meta<K: Resource>(object: &mut K) {
     let meta = object.meta_mut();
     meta.managed_fields = None;
@@ -21,9 +25,58 @@ pub fn trim_meta<K: Resource>(object: &mut K) {
     meta.owner_references = None;
 }
 
+/// What a view keeps of an object's metadata: identity, generation, times and the labels `keep_label` names.
+/// Managed fields, annotations and owner references (most of an object's bytes) are skipped while parsing, never
+/// built.
+fn slim_meta<'de, D: Deserializer<'de>>(deserializer: D, keep_label: fn(&str) -> bool) -> Result<ObjectMeta, D::Error> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Kept {
+        name: Option<String>,
+        namespace: Option<String>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+        generation: Option<i64>,
+        labels: Option<BTreeMap<String, String>>,
+        creation_timestamp: Option<Time>,
+        deletion_timestamp: Option<Time>,
+    }
+    let kept = Kept::deserialize(deserializer)?;
+    let labels = kept.labels.map(|mut labels| {
+        labels.retain(|key, _| keep_label(key));
+        labels
+    });
+    Ok(ObjectMeta {
+        name: kept.name,
+        namespace: kept.namespace,
+        uid: kept.uid,
+        resource_version: kept.resource_version,
+        generation: kept.generation,
+        labels: labels.filter(|labels| !labels.is_empty()),
+        creation_timestamp: kept.creation_timestamp,
+        deletion_timestamp: kept.deletion_timestamp,
+        ..ObjectMeta::default()
+    })
+}
+
+/// Metadata with every label (nodes and claims are selected by any label).
+fn meta_with_labels<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    slim_meta(deserializer, |_| true)
+}
+
+/// Metadata without labels (a slice is found by driver and node, never by label).
+fn meta_without_labels<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    slim_meta(deserializer, |_| false)
+}
+
+/// A plugin pod's metadata with the two labels read: its config and its DaemonSet revision.
+fn plugin_pod_meta<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    slim_meta(deserializer, |key| key == crate::build::LABEL_CONFIG || key == crate::rollout::REVISION_LABEL)
+}
+
 /// A bound pod's node is its nodeName; the affinity that pinned it is no longer needed.
 pub fn trim_pod(pod: &mut PodView) {
-    trim_meta(pod);
     if pod.spec.node_name.is_some() {
         pod.spec.affinity = None;
     }
@@ -33,6 +86,7 @@ pub fn trim_pod(pod: &mut PodView) {
 #[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[resource(inherit = "ResourceSlice")]
 pub struct SliceView {
+    #[serde(deserialize_with = "meta_without_labels")]
     pub metadata: ObjectMeta,
     pub spec: SliceSpecView,
 }
@@ -40,11 +94,12 @@ pub struct SliceView {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SliceSpecView {
-    pub driver: String,
+    #[serde(deserialize_with = "shared_name")]
+    pub driver: Shared,
     #[serde(default)]
     pub node_name: Option<String>,
     pub pool: PoolView,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "shrunk")]
     pub devices: Vec<DeviceView>,
 }
 
@@ -53,55 +108,80 @@ pub struct PoolView {
     pub name: String,
 }
 
+/// One published device in ~80 bytes: a fleet of 10,000 nodes caches 320,000 of them, which makes this struct most
+/// of the operator's memory. Its name and the attributes many devices share are held once per process.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct DeviceView {
-    pub name: String,
-    #[serde(default)]
-    pub taints: Vec<DeviceTaint>,
+    #[serde(deserialize_with = "shared_name")]
+    pub name: Shared,
+    /// Empty on a healthy device (an empty box does not allocate).
+    #[serde(default, deserialize_with = "boxed_or_empty")]
+    pub taints: Box<[DeviceTaint]>,
     #[serde(default)]
     pub attributes: KeptAttributes,
 }
 
-/// The device attributes health and capacity read, as their plain values; every other attribute is skipped while
-/// parsing. (Serialized as plain values too: views are never written back.) The strings are the same on thousands
-/// of devices (a type, a version), so each distinct value is stored once (`Shared`).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+/// The device attributes health and capacity read; every other attribute is skipped while parsing. (Serialized
+/// as plain values: views are never written back.)
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct KeptAttributes {
-    pub device_id: Option<i64>,
-    pub resource_type: Option<Shared>,
-    pub dra_driver_version: Option<Shared>,
-    pub instance_type: Option<Shared>,
-    pub neuron_driver_version: Option<Shared>,
+    /// `deviceId`; an id beyond 32 bits (no Neuron device has one) is treated as absent.
+    pub device_id: Option<i32>,
+    /// The attributes every device of a node (and of every node of the same type and versions) has alike.
+    #[serde(flatten)]
+    pub common: Arc<CommonAttributes>,
     /// `resource.aws.com/devicegroup{1,4,8,16}_id`, in that order, as hashes: they are only ever compared, and a
     /// number costs neither an allocation per device nor a string comparison per lookup.
     pub device_groups: [Option<GroupId>; 4],
-    /// The EFA driver's `pciDevice` (what its DeviceClass selects on).
-    pub pci_device: Option<Shared>,
 }
 
-/// A string many devices share, held once per process: a device's view is then a few pointers instead of five
-/// heap strings, which at 20 devices and interfaces per node is most of the operator's memory.
-pub type Shared = std::sync::Arc<str>;
+/// Attributes thousands of devices share (a type, a version), held once per distinct combination.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq, Hash)]
+pub struct CommonAttributes {
+    pub resource_type: Option<Box<str>>,
+    pub dra_driver_version: Option<Box<str>>,
+    pub instance_type: Option<Box<str>>,
+    pub neuron_driver_version: Option<Box<str>>,
+    /// The EFA driver's `pciDevice` (what its DeviceClass selects on).
+    pub pci_device: Option<Box<str>>,
+}
 
-/// The one copy of `value`. Distinct values are few (types, versions); past `LIMIT` of them (a driver publishing
-/// something unexpected) values are no longer pooled, so the pool cannot grow without bound.
-fn shared(value: Option<String>) -> Option<Shared> {
-    use std::collections::HashSet;
-    use std::sync::{LazyLock, Mutex};
-    const LIMIT: usize = 1024;
-    static POOL: LazyLock<Mutex<HashSet<Shared>>> = LazyLock::new(Mutex::default);
-    let value = value?;
-    let mut pool = POOL.lock().expect("not poisoned");
-    if let Some(known) = pool.get(value.as_str()) {
-        return Some(known.clone());
+/// A string many devices share (a device name repeats on every node of a type), held once per process.
+pub type Shared = Arc<str>;
+
+/// The one copy of `value` in `pool`. Distinct values are few (names, types, versions); past `LIMIT` of them (a
+/// driver publishing something unexpected) values are no longer pooled, so a pool cannot grow without bound.
+fn interned<T: Eq + Hash + ?Sized>(pool: &Mutex<HashSet<Arc<T>>>, value: &T, owned: impl FnOnce() -> Arc<T>) -> Arc<T> {
+    const LIMIT: usize = 4096;
+    let mut pool = pool.lock().expect("not poisoned");
+    if let Some(known) = pool.get(value) {
+        return known.clone();
     }
-    let new: Shared = value.into();
+    let new = owned();
     if pool.len() < LIMIT {
         pool.insert(new.clone());
     }
-    Some(new)
+    new
 }
 
+fn shared_str(value: &str) -> Shared {
+    static POOL: LazyLock<Mutex<HashSet<Shared>>> = LazyLock::new(Mutex::default);
+    interned(&POOL, value, || value.into())
+}
+
+fn shared_attributes(attributes: CommonAttributes) -> Arc<CommonAttributes> {
+    static POOL: LazyLock<Mutex<HashSet<Arc<CommonAttributes>>>> = LazyLock::new(Mutex::default);
+    interned(&POOL, &attributes.clone(), || Arc::new(attributes))
+}
+
+fn shared_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Shared, D::Error> {
+    let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+    Ok(shared_str(&name))
+}
+
+fn boxed_or_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Box<[DeviceTaint]>, D::Error> {
+    Ok(Option::<Vec<DeviceTaint>>::deserialize(deserializer)?.unwrap_or_default().into_boxed_slice())
+}
 /// A connected-group id (`devicegroup<N>_id`), hashed. Ids are compared only within one node, whose few dozen ids
 /// a 64-bit hash tells apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -140,37 +220,38 @@ impl<'de> Deserialize<'de> for KeptAttributes {
                 f.write_str("a map of device attributes")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeptAttributes, A::Error> {
-                let mut kept = KeptAttributes::default();
+                let mut device_id = None;
+                let mut common = CommonAttributes::default();
+                let mut device_groups = [None; 4];
+                let mut group = |map: &mut A, index: usize| -> Result<(), A::Error> {
+                    device_groups[index] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of);
+                    Ok(())
+                };
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let boxed = |value: Option<String>| value.map(String::into_boxed_str);
                     match key.as_ref() {
-                        "deviceId" => kept.device_id = map.next_value::<Attribute>()?.int,
-                        "resourceType" => kept.resource_type = shared(map.next_value::<Attribute>()?.string),
-                        "draDriverVersion" => kept.dra_driver_version = shared(map.next_value::<Attribute>()?.version),
-                        "instanceType" => kept.instance_type = shared(map.next_value::<Attribute>()?.string),
+                        "deviceId" => {
+                            device_id = map.next_value::<Attribute>()?.int.and_then(|i| i32::try_from(i).ok())
+                        }
+                        "resourceType" => common.resource_type = boxed(map.next_value::<Attribute>()?.string),
+                        "draDriverVersion" => common.dra_driver_version = boxed(map.next_value::<Attribute>()?.version),
+                        "instanceType" => common.instance_type = boxed(map.next_value::<Attribute>()?.string),
                         "neuronDriverVersion" => {
-                            kept.neuron_driver_version = shared(map.next_value::<Attribute>()?.string)
+                            common.neuron_driver_version = boxed(map.next_value::<Attribute>()?.string)
                         }
-                        "resource.aws.com/devicegroup1_id" => {
-                            kept.device_groups[0] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
-                        }
-                        "resource.aws.com/devicegroup4_id" => {
-                            kept.device_groups[1] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
-                        }
-                        "resource.aws.com/devicegroup8_id" => {
-                            kept.device_groups[2] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
-                        }
-                        "resource.aws.com/devicegroup16_id" => {
-                            kept.device_groups[3] = map.next_value::<Attribute>()?.string.as_deref().map(GroupId::of)
-                        }
+                        "resource.aws.com/devicegroup1_id" => group(&mut map, 0)?,
+                        "resource.aws.com/devicegroup4_id" => group(&mut map, 1)?,
+                        "resource.aws.com/devicegroup8_id" => group(&mut map, 2)?,
+                        "resource.aws.com/devicegroup16_id" => group(&mut map, 3)?,
                         "dra.net/pciDevice" | "pciDevice" => {
-                            kept.pci_device = shared(map.next_value::<Attribute>()?.string)
+                            common.pci_device = boxed(map.next_value::<Attribute>()?.string)
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
                     }
                 }
-                Ok(kept)
+                Ok(KeptAttributes { device_id, common: shared_attributes(common), device_groups })
             }
             fn visit_unit<E>(self) -> Result<KeptAttributes, E> {
                 Ok(KeptAttributes::default())
@@ -180,15 +261,34 @@ impl<'de> Deserialize<'de> for KeptAttributes {
     }
 }
 
+impl Default for KeptAttributes {
+    fn default() -> Self {
+        KeptAttributes {
+            device_id: None,
+            common: shared_attributes(CommonAttributes::default()),
+            device_groups: [None; 4],
+        }
+    }
+}
+
 impl DeviceView {
     pub fn device_id(&self) -> Option<i64> {
-        self.attributes.device_id
+        self.attributes.device_id.map(i64::from)
     }
     pub fn resource_type(&self) -> Option<&str> {
-        self.attributes.resource_type.as_deref()
+        self.attributes.common.resource_type.as_deref()
     }
     pub fn dra_driver_version(&self) -> Option<&str> {
-        self.attributes.dra_driver_version.as_deref()
+        self.attributes.common.dra_driver_version.as_deref()
+    }
+    pub fn instance_type(&self) -> Option<&str> {
+        self.attributes.common.instance_type.as_deref()
+    }
+    pub fn neuron_driver_version(&self) -> Option<&str> {
+        self.attributes.common.neuron_driver_version.as_deref()
+    }
+    pub fn pci_device(&self) -> Option<&str> {
+        self.attributes.common.pci_device.as_deref()
     }
     /// The id of the connected group of `size` devices this device belongs to.
     pub fn device_group(&self, size: u32) -> Option<GroupId> {
@@ -202,6 +302,7 @@ impl DeviceView {
 #[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[resource(inherit = "ResourceClaim")]
 pub struct ClaimView {
+    #[serde(deserialize_with = "meta_with_labels")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: ClaimStatusView,
@@ -265,6 +366,7 @@ impl ClaimView {
 #[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[resource(inherit = "Node")]
 pub struct NodeView {
+    #[serde(deserialize_with = "meta_with_labels")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: NodeStatusView,
@@ -273,10 +375,12 @@ pub struct NodeView {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatusView {
-    /// Only the keys are read (the legacy device plugin's resources).
-    #[serde(default, deserialize_with = "keys_only")]
+    /// Only whether the legacy device plugin's resources are there is read: only their keys are kept.
+    #[serde(default, deserialize_with = "legacy_keys_only")]
     pub allocatable: Vec<String>,
-    #[serde(default)]
+    /// Only the hardware-health conditions health and remediation read are kept (a node's other conditions, with
+    /// their messages, would cost more than the rest of its view).
+    #[serde(default, deserialize_with = "health_conditions_only")]
     pub conditions: Vec<ConditionView>,
     #[serde(default)]
     pub node_info: NodeInfoView,
@@ -303,15 +407,39 @@ pub struct NodeInfoView {
     pub kubelet_version: String,
 }
 
-fn keys_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+fn ready_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ConditionView>, D::Error> {
+    conditions_of(deserializer, &["Ready"])
+}
+
+fn health_conditions_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ConditionView>, D::Error> {
+    conditions_of(deserializer, &[crate::health::NEURON_HEALTH, crate::remediation::ACCELERATED_HARDWARE_READY])
+}
+
+fn conditions_of<'de, D: Deserializer<'de>>(deserializer: D, types: &[&str]) -> Result<Vec<ConditionView>, D::Error> {
+    let mut conditions = Option::<Vec<ConditionView>>::deserialize(deserializer)?.unwrap_or_default();
+    conditions.retain(|c| types.contains(&c.type_.as_str()));
+    conditions.shrink_to_fit();
+    Ok(conditions)
+}
+
+/// A list without the spare capacity parsing leaves (17 devices would otherwise hold room for 32).
+fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Vec<T>, D::Error> {
+    let mut list = Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default();
+    list.shrink_to_fit();
+    Ok(list)
+}
+
+fn legacy_keys_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
     let map: Option<BTreeMap<String, IgnoredAny>> = Option::deserialize(deserializer)?;
-    Ok(map.map(|m| m.into_keys().collect()).unwrap_or_default())
+    let legacy = |key: &String| crate::health::LEGACY_DEVICE_PLUGIN_RESOURCES.contains(&key.as_str());
+    Ok(map.map(|m| m.into_keys().filter(legacy).collect()).unwrap_or_default())
 }
 
 /// A kubelet-plugin Pod: labels, the node it runs on (or is pinned to) and whether it is Ready.
 #[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[resource(inherit = "Pod")]
 pub struct PodView {
+    #[serde(deserialize_with = "plugin_pod_meta")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: PodSpecView,
@@ -330,7 +458,8 @@ pub struct PodSpecView {
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct PodStatusView {
-    #[serde(default)]
+    /// Only `Ready` is read, so only it is kept.
+    #[serde(default, deserialize_with = "ready_only")]
     pub conditions: Vec<ConditionView>,
 }
 
@@ -386,7 +515,7 @@ mod tests {
         slice.spec.devices.as_mut().unwrap()[2].taints =
             Some(vec![DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }]);
         let view = slice_view(&slice);
-        assert_eq!(view.spec.driver, "neuron.aws.com");
+        assert_eq!(&*view.spec.driver, "neuron.aws.com");
         assert_eq!(view.spec.pool.name, "v-0");
         assert_eq!(view.spec.devices.len(), 17);
         assert_eq!(view.spec.devices[2].taints[0].key, "k");
@@ -400,22 +529,52 @@ mod tests {
     fn the_strings_devices_share_are_held_once() {
         let first = slice_view(&fleet::resource_slice(&fleet(), 0, None));
         let second = slice_view(&fleet::resource_slice(&fleet(), 1, None));
-        let (a, b) = (&first.spec.devices[0].attributes, &second.spec.devices[3].attributes);
-        for (x, y) in [(&a.instance_type, &b.instance_type), (&a.dra_driver_version, &b.dra_driver_version)] {
-            let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
-            assert!(std::sync::Arc::ptr_eq(x, y), "{x} is one allocation for every device");
-        }
-        assert_eq!(std::mem::size_of::<Option<GroupId>>(), 8);
+        let (a, b) = (&first.spec.devices[0], &second.spec.devices[3]);
+        assert!(Arc::ptr_eq(&a.attributes.common, &b.attributes.common), "one copy of the attributes devices share");
+        assert_eq!(a.instance_type(), Some("trn2u.48xlarge"));
+        let same_name = second.spec.devices.iter().find(|d| d.name == a.name).unwrap();
+        assert!(Arc::ptr_eq(&a.name, &same_name.name), "{} is one allocation on every node", a.name);
+        assert_ne!(a.device_group(4), None);
+        assert_eq!(std::mem::size_of::<DeviceView>(), 80);
     }
 
     #[test]
-    fn a_node_view_keeps_labels_allocatable_keys_conditions_and_kubelet_version() {
+    fn a_pod_view_keeps_its_ready_condition_only() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "generateName": "p-", "labels": {
+                "a": "b", "neurondra.io/config": "c", "controller-revision-hash": "h",
+            }},
+            "spec": {"nodeName": "n", "containers": []},
+            "status": {"conditions": [
+                {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+            ]},
+        }))
+        .unwrap();
+        let view = pod_view(&pod);
+        assert_eq!(view.status.conditions.len(), 1);
+        assert!(view.ready());
+        let labels: Vec<String> = view.metadata.labels.unwrap().into_keys().collect();
+        assert_eq!(labels, ["controller-revision-hash", "neurondra.io/config"], "the labels read");
+        assert_eq!(view.metadata.generate_name, None);
+    }
+
+    #[test]
+    fn a_node_view_keeps_labels_legacy_resources_health_conditions_and_kubelet_version() {
         let mut node = fleet::node(&fleet(), 0);
-        node.status = Some(serde_json::from_value(fleet::node_status(&fleet())).unwrap());
+        let mut status = fleet::node_status(&fleet());
+        status["allocatable"]["aws.amazon.com/neuron"] = serde_json::json!("16");
+        let problem = serde_json::json!({"type": "NeuronHealth", "status": "True", "reason": "NeuronHardwareError"});
+        status["conditions"].as_array_mut().unwrap().push(problem);
+        node.status = Some(serde_json::from_value(status).unwrap());
+        node.metadata.managed_fields = Some(vec![Default::default()]);
+        node.metadata.annotations = Some(BTreeMap::from([("a".to_string(), "b".to_string())]));
         let view = node_view(&node);
+        assert_eq!((view.metadata.managed_fields, view.metadata.annotations), (None, None), "skipped while parsing");
         assert_eq!(view.metadata.labels.unwrap()["node.kubernetes.io/instance-type"], "trn2u.48xlarge");
-        assert!(view.status.allocatable.contains(&"cpu".to_string()));
-        assert_eq!(view.status.conditions[0].type_, "Ready");
+        assert_eq!(view.status.allocatable, ["aws.amazon.com/neuron"], "only the legacy plugin's resources");
+        let conditions: Vec<&str> = view.status.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(conditions, ["NeuronHealth"], "only the hardware-health conditions");
         assert_eq!(view.status.node_info.kubelet_version, "v1.34.2");
     }
 }

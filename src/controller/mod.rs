@@ -42,6 +42,9 @@ use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::taint_rule::TaintRuleView;
 use crate::telemetry::{ConditionLabels, ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
 use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
+
+/// Views are parsed trimmed (see `view`): nothing is left to drop.
+fn parsed_trimmed<K>(_: &mut K) {}
 use tokio::sync::watch;
 
 pub use error::Error;
@@ -274,31 +277,41 @@ pub async fn run_controller(
     // Nodes, slices, claims and plugin pods come by the thousand: cached as compact views (see `view`), and their
     // events trigger only when what is read of them changed (see `changes`).
     let every = args.trigger_on_every_event;
-    let (nodes, nodes_stream) =
-        cached_read(Api::<NodeView>::all(client.clone()), watcher::Config::default(), trim_meta, reads::node, every);
+    let (nodes, nodes_stream) = cached_read(
+        Api::<NodeView>::all(client.clone()),
+        watcher::Config::default(),
+        parsed_trimmed,
+        reads::node,
+        every,
+    );
     let (slices, slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
         watcher::Config::default().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
-        trim_meta,
+        parsed_trimmed,
         reads::slice,
         every,
     );
     let (efa_slices, efa_slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
         watcher::Config::default().fields(&format!("spec.driver={}", crate::build::EFA_DRIVER)),
-        trim_meta,
+        parsed_trimmed,
         reads::slice,
         every,
     );
-    let (claims, claims_stream) =
-        cached_read(Api::<ClaimView>::all(client.clone()), watcher::Config::default(), trim_meta, reads::claim, every);
+    let (claims, claims_stream) = cached_read(
+        Api::<ClaimView>::all(client.clone()),
+        watcher::Config::default(),
+        parsed_trimmed,
+        reads::claim,
+        every,
+    );
     let (plugin_pods, pods_stream) =
         cached_read(Api::<PodView>::all(client.clone()), managed.clone(), trim_pod, reads::pod, every);
     let (taint_rules, rules_stream, taint_rule_resource) = taint_rules_cache(&client).await;
     let (namespaces, namespaces_stream) = cached_read(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
         watcher::Config::default(),
-        |ns: &mut PartialObjectMeta<Namespace>| ns.metadata.managed_fields = None,
+        trim_meta,
         reads::namespace,
         every,
     );

@@ -19,10 +19,7 @@ use super::{Context, Error};
 use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCount};
 use crate::build::LABEL_CONFIG;
 use crate::nodes::NodeFilter;
-use crate::rollout::{self, Change, Decision, NodeState, PodState, Revision};
-
-/// The label the DaemonSet controller puts on its pods and ControllerRevisions.
-const REVISION_LABEL: &str = "controller-revision-hash";
+use crate::rollout::{self, Change, Decision, NodeState, PodState, REVISION_LABEL, Revision};
 
 /// What `status.driver` gains from this layer, and when to look again.
 #[derive(Debug, Default)]
