@@ -202,7 +202,7 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
     if let Some(resource) = LEGACY_DEVICE_PLUGIN_RESOURCES.iter().find(|r| status.allocatable.iter().any(|a| a == *r)) {
         issues.push(issue(&name, LEGACY_DEVICE_PLUGIN, format!("the legacy Neuron device plugin advertises {resource} here: devices may be allocated twice; remove it from DRA nodes")));
     }
-    let version = status.node_info.kubelet_version.as_str();
+    let version: &str = &status.node_info.kubelet_version;
     if kubelet_has_dra_regression(version) {
         issues.push(issue(
             &name,

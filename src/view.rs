@@ -1,7 +1,7 @@
 //! Compact views of the objects the operator watches by the thousand (Nodes, ResourceSlices, plugin Pods, claims):
 //! only what health, capacity, rollout and node selection read is parsed and cached. A full k8s-openapi
 //! ResourceSlice of 16 devices costs ~25 KiB in memory (every device carries a map of attributes); its view ~2 KiB,
-//! most of it 80 bytes per device. Managed fields, annotations, owner references, labels nothing selects on and
+//! most of it 64 bytes per device. Managed fields, annotations, owner references, labels nothing selects on and
 //! conditions nothing reads are skipped while parsing (never built), and what thousands of devices share (names,
 //! types, versions) is held once per process.
 
@@ -94,7 +94,7 @@ pub struct SliceView {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SliceSpecView {
-    #[serde(deserialize_with = "shared_name")]
+    #[serde(deserialize_with = "interned_str")]
     pub driver: Shared,
     #[serde(default)]
     pub node_name: Option<String>,
@@ -108,11 +108,11 @@ pub struct PoolView {
     pub name: String,
 }
 
-/// One published device in ~80 bytes: a fleet of 10,000 nodes caches 320,000 of them, which makes this struct most
+/// One published device in 64 bytes: a fleet of 10,000 nodes caches 320,000 of them, which makes this struct most
 /// of the operator's memory. Its name and the attributes many devices share are held once per process.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct DeviceView {
-    #[serde(deserialize_with = "shared_name")]
+    #[serde(deserialize_with = "interned_str")]
     pub name: Shared,
     /// Empty on a healthy device (an empty box does not allocate).
     #[serde(default, deserialize_with = "boxed_or_empty")]
@@ -174,7 +174,7 @@ fn shared_attributes(attributes: CommonAttributes) -> Arc<CommonAttributes> {
     interned(&POOL, &attributes.clone(), || Arc::new(attributes))
 }
 
-fn shared_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Shared, D::Error> {
+fn interned_str<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Shared, D::Error> {
     let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
     Ok(shared_str(&name))
 }
@@ -183,9 +183,9 @@ fn boxed_or_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Box<[Dev
     Ok(Option::<Vec<DeviceTaint>>::deserialize(deserializer)?.unwrap_or_default().into_boxed_slice())
 }
 /// A connected-group id (`devicegroup<N>_id`), hashed. Ids are compared only within one node, whose few dozen ids
-/// a 64-bit hash tells apart.
+/// a 32-bit hash tells apart (two of 40 ids collide with odds of about one in five million).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub struct GroupId(std::num::NonZeroU64); // non-zero: an `Option<GroupId>` takes 8 bytes, not 16
+pub struct GroupId(std::num::NonZeroU32); // non-zero: an `Option<GroupId>` takes 4 bytes, not 8
 
 impl GroupId {
     pub fn of(id: &str) -> GroupId {
@@ -193,7 +193,8 @@ impl GroupId {
         // SipHash with fixed keys: the same id hashes the same in every process.
         let mut hasher = std::hash::DefaultHasher::new();
         id.hash(&mut hasher);
-        GroupId(std::num::NonZeroU64::new(hasher.finish()).unwrap_or(std::num::NonZeroU64::MIN))
+        let hash = hasher.finish();
+        GroupId(std::num::NonZeroU32::new((hash ^ (hash >> 32)) as u32).unwrap_or(std::num::NonZeroU32::MIN))
     }
 }
 
@@ -403,8 +404,9 @@ pub struct ConditionView {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeInfoView {
-    #[serde(default)]
-    pub kubelet_version: String,
+    /// The same on most nodes of a fleet: held once.
+    #[serde(default, deserialize_with = "interned_str")]
+    pub kubelet_version: Shared,
 }
 
 fn ready_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ConditionView>, D::Error> {
@@ -452,8 +454,9 @@ pub struct PodView {
 pub struct PodSpecView {
     #[serde(default)]
     pub node_name: Option<String>,
+    /// Boxed: most pods are bound and hold none, and an unboxed one would take more room than the rest of the pod.
     #[serde(default)]
-    pub affinity: Option<k8s_openapi::api::core::v1::Affinity>,
+    pub affinity: Option<Box<k8s_openapi::api::core::v1::Affinity>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -535,7 +538,7 @@ mod tests {
         let same_name = second.spec.devices.iter().find(|d| d.name == a.name).unwrap();
         assert!(Arc::ptr_eq(&a.name, &same_name.name), "{} is one allocation on every node", a.name);
         assert_ne!(a.device_group(4), None);
-        assert_eq!(std::mem::size_of::<DeviceView>(), 80);
+        assert_eq!(std::mem::size_of::<DeviceView>(), 64);
     }
 
     #[test]
@@ -575,6 +578,6 @@ mod tests {
         assert_eq!(view.status.allocatable, ["aws.amazon.com/neuron"], "only the legacy plugin's resources");
         let conditions: Vec<&str> = view.status.conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(conditions, ["NeuronHealth"], "only the hardware-health conditions");
-        assert_eq!(view.status.node_info.kubelet_version, "v1.34.2");
+        assert_eq!(&*view.status.node_info.kubelet_version, "v1.34.2");
     }
 }

@@ -56,6 +56,12 @@ pub use runtime::{RunArgs, run};
 /// are folded anyway) into one reconcile, short against the writes themselves: a new config waits for it twice.
 const DEBOUNCE: Duration = Duration::from_millis(10);
 
+/// Objects per list page for the kinds watched by the thousand. A page is parsed from one response held whole, a
+/// few times over while it is read and decoded: 500 ResourceSlices (client-go's default page) are ~10 MB of JSON,
+/// and that transient, not the cache, would set the peak memory of a cold start. Pages of 100 cost a fleet of
+/// 10,000 nodes 80 more list requests per kind.
+const LIST_PAGE: u32 = 100;
+
 /// How often changes of the cluster-wide inputs may trigger a reconcile of every config (see `sampled`); longer
 /// than the controller's debounce, so the reconcile runs between two triggers.
 const INPUTS_SAMPLING: Duration = Duration::from_secs(1);
@@ -277,36 +283,32 @@ pub async fn run_controller(
     // Nodes, slices, claims and plugin pods come by the thousand: cached as compact views (see `view`), and their
     // events trigger only when what is read of them changed (see `changes`).
     let every = args.trigger_on_every_event;
-    let (nodes, nodes_stream) = cached_read(
-        Api::<NodeView>::all(client.clone()),
-        watcher::Config::default(),
-        parsed_trimmed,
-        reads::node,
-        every,
-    );
+    let by_the_thousand = watcher::Config::default().page_size(LIST_PAGE);
+    let (nodes, nodes_stream) =
+        cached_read(Api::<NodeView>::all(client.clone()), by_the_thousand.clone(), parsed_trimmed, reads::node, every);
     let (slices, slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
-        watcher::Config::default().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
+        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
         parsed_trimmed,
         reads::slice,
         every,
     );
     let (efa_slices, efa_slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
-        watcher::Config::default().fields(&format!("spec.driver={}", crate::build::EFA_DRIVER)),
+        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::build::EFA_DRIVER)),
         parsed_trimmed,
         reads::slice,
         every,
     );
-    let (claims, claims_stream) = cached_read(
-        Api::<ClaimView>::all(client.clone()),
-        watcher::Config::default(),
-        parsed_trimmed,
-        reads::claim,
+    let (claims, claims_stream) =
+        cached_read(Api::<ClaimView>::all(client.clone()), by_the_thousand, parsed_trimmed, reads::claim, every);
+    let (plugin_pods, pods_stream) = cached_read(
+        Api::<PodView>::all(client.clone()),
+        managed.clone().page_size(LIST_PAGE),
+        trim_pod,
+        reads::pod,
         every,
     );
-    let (plugin_pods, pods_stream) =
-        cached_read(Api::<PodView>::all(client.clone()), managed.clone(), trim_pod, reads::pod, every);
     let (taint_rules, rules_stream, taint_rule_resource) = taint_rules_cache(&client).await;
     let (namespaces, namespaces_stream) = cached_read(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
