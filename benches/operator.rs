@@ -111,6 +111,19 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
+/// Removes a simulated fleet. The API server holding a large fleet can drop a connection under the deletes (a
+/// collection of 20,000 slices outlasts a request): up to three tries.
+async fn clear_fleet(client: &Client, prefix: &str) {
+    for attempt in 1.. {
+        match neuron_dra_operator::simulate::clear(client, Some(prefix)).await {
+            Ok(_) => return,
+            Err(error) if attempt < 3 => eprintln!("bench: clearing the fleet: {error}; again"),
+            Err(error) => panic!("clearing the fleet: {error}"),
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
 /// Peak resident memory (VmHWM) of a process, in MiB.
 fn peak_rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

@@ -201,5 +201,5 @@ pub async fn capacity_scale(client: &Client, table: &mut Table) {
         &["delete", "namespace", &namespace, "--wait=false"],
         None,
     );
-    simulate::clear(client, Some(prefix)).await.unwrap();
+    super::clear_fleet(client, prefix).await;
 }

@@ -165,15 +165,7 @@ async fn fleet(client: &Client, nodes: usize, largest: bool, table: &mut Table) 
     delete_and_wait(&api, &name).await;
     drop(operator);
     kubelet.abort();
-    // The API server holding the largest fleet can drop a connection under the deletes: try again.
-    for attempt in 1.. {
-        match simulate::clear(client, Some(&prefix)).await {
-            Ok(_) => break,
-            Err(error) if attempt < 3 => eprintln!("bench: clearing the fleet: {error}; again"),
-            Err(error) => panic!("clearing the fleet: {error}"),
-        }
-        tokio::time::sleep(Duration::from_secs(5)).await;
-    }
+    super::clear_fleet(client, &prefix).await;
     rss
 }
 
