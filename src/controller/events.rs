@@ -23,6 +23,30 @@ pub async fn publish(
     }
 }
 
+/// One Warning event per category of failure (`Forbidden`, `Conflict`, ...): see `grouped`.
+pub async fn failures(ctx: &Context, reference: &ObjectReference, failures: Vec<(&'static str, String)>) {
+    for (category, note) in grouped(failures) {
+        publish(ctx, reference, EventType::Warning, category, "Reconcile", note).await;
+    }
+}
+
+/// The failures of one pass by category, each with its first message and how many more failed alike. A pass that
+/// fails a hundred writes (the API server going away, or throttling it) would otherwise post a hundred events, each
+/// one more request to a server that is already failing them.
+fn grouped(failures: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {
+    let mut by_category: std::collections::BTreeMap<&'static str, (String, usize)> = Default::default();
+    for (category, note) in failures {
+        by_category.entry(category).or_insert((note, 0)).1 += 1;
+    }
+    by_category
+        .into_iter()
+        .map(|(category, (first, count))| match count {
+            1 => (category, first),
+            n => (category, format!("{first} (and {} more alike)", n - 1)),
+        })
+        .collect()
+}
+
 /// One Normal event per kind of change (`Created`, `Updated`, `Replaced`, `Deleted`), naming a bounded list.
 pub async fn changes(ctx: &Context, reference: &ObjectReference, report: &Report) {
     const SHOWN: usize = 8;
@@ -90,5 +114,27 @@ pub async fn health(
     if !recovered.is_empty() {
         let note = format!("devices recovered: {}", list(recovered));
         publish(ctx, reference, EventType::Normal, "DeviceRecovered", "Health", note).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grouped;
+
+    #[test]
+    fn one_warning_per_category_with_its_first_message_and_a_count() {
+        let failures = vec![
+            ("Forbidden", "applying A: forbidden".to_string()),
+            ("ApplyFailed", "applying B: timed out".to_string()),
+            ("Forbidden", "applying C: forbidden".to_string()),
+            ("Forbidden", "applying D: forbidden".to_string()),
+        ];
+        assert_eq!(
+            grouped(failures),
+            [
+                ("ApplyFailed", "applying B: timed out".to_string()),
+                ("Forbidden", "applying A: forbidden (and 2 more alike)".to_string()),
+            ]
+        );
     }
 }

@@ -62,9 +62,7 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
         Ok(_) => ctx.reset_failures(&name),
         Err(error) => {
             let reference = ObjectRef::<NeuronDRAConfig>::new(&name).into();
-            for (category, note) in error.failures() {
-                events::publish(&ctx, &reference, EventType::Warning, category, "Reconcile", note).await;
-            }
+            events::failures(&ctx, &reference, error.failures()).await;
         }
     }
     result
