@@ -5,6 +5,7 @@
 //! conditions nothing reads are skipped while parsing (never built), and what thousands of devices share (names,
 //! types, versions) is held once per process.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::hash::Hash;
@@ -151,13 +152,13 @@ pub type Shared = Arc<str>;
 
 /// The one copy of `value` in `pool`. Distinct values are few (names, types, versions); past `LIMIT` of them (a
 /// driver publishing something unexpected) values are no longer pooled, so a pool cannot grow without bound.
-fn interned<T: Eq + Hash + ?Sized>(pool: &Mutex<HashSet<Arc<T>>>, value: &T, owned: impl FnOnce() -> Arc<T>) -> Arc<T> {
+fn interned<T: Eq + Hash + ?Sized>(pool: &Mutex<HashSet<Arc<T>>>, value: impl Borrow<T> + Into<Arc<T>>) -> Arc<T> {
     const LIMIT: usize = 4096;
     let mut pool = pool.lock().expect("not poisoned");
-    if let Some(known) = pool.get(value) {
+    if let Some(known) = pool.get(value.borrow()) {
         return known.clone();
     }
-    let new = owned();
+    let new: Arc<T> = value.into();
     if pool.len() < LIMIT {
         pool.insert(new.clone());
     }
@@ -166,12 +167,12 @@ fn interned<T: Eq + Hash + ?Sized>(pool: &Mutex<HashSet<Arc<T>>>, value: &T, own
 
 fn shared_str(value: &str) -> Shared {
     static POOL: LazyLock<Mutex<HashSet<Shared>>> = LazyLock::new(Mutex::default);
-    interned(&POOL, value, || value.into())
+    interned(&POOL, value)
 }
 
 fn shared_attributes(attributes: CommonAttributes) -> Arc<CommonAttributes> {
     static POOL: LazyLock<Mutex<HashSet<Arc<CommonAttributes>>>> = LazyLock::new(Mutex::default);
-    interned(&POOL, &attributes.clone(), || Arc::new(attributes))
+    interned(&POOL, attributes)
 }
 
 fn interned_str<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Shared, D::Error> {
@@ -182,6 +183,7 @@ fn interned_str<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Shared, D:
 fn boxed_or_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Box<[DeviceTaint]>, D::Error> {
     Ok(Option::<Vec<DeviceTaint>>::deserialize(deserializer)?.unwrap_or_default().into_boxed_slice())
 }
+
 /// A connected-group id (`devicegroup<N>_id`), hashed. Ids are compared only within one node, whose few dozen ids
 /// a 32-bit hash tells apart (two of 40 ids collide with odds of about one in five million).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
