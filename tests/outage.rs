@@ -188,8 +188,8 @@ async fn throttled_requests_are_retried_and_the_config_converges_under_the_throt
     profiles.push(json!({"name": "extra", "training": {"devices": 1}}));
     profiles.push(json!({"name": "more", "training": {"devices": 8}}));
     s.apply(&s.config(&s.id, changed)).await.unwrap();
-    // Under the throttle a failed pass takes tens of seconds (every write, and the Warning event of each failed one,
-    // retried against 429s) before backing off: convergence can take a few passes.
+    // Under the throttle a failed pass takes tens of seconds (every write retried against 429s) before backing off:
+    // convergence can take a few passes.
     s.wait_condition_within(&s.id, "Ready", "True", Duration::from_secs(300)).await;
     let rejected = apiserver_metric("apiserver_flowcontrol_rejected_requests_total", &level).unwrap_or(0.0);
     assert!(rejected > 0.0, "the server throttled the operator");

@@ -42,9 +42,6 @@ use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::taint_rule::TaintRuleView;
 use crate::telemetry::{ConditionLabels, ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
 use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
-
-/// Views are parsed trimmed (see `view`): nothing is left to drop.
-fn parsed_trimmed<K>(_: &mut K) {}
 use tokio::sync::watch;
 
 pub use error::Error;
@@ -198,6 +195,9 @@ where
     };
     (store, changes::changes(events, read))
 }
+
+/// For `cached_read` of views: they are parsed trimmed (see `view`), nothing is left to drop.
+fn parsed_trimmed<K>(_: &mut K) {}
 
 /// What the operator reads of each kind it watches by the thousand (see `view`), for `cached_read`.
 mod reads {
