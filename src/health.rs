@@ -98,7 +98,7 @@ pub fn assess(inputs: &Inputs) -> Assessment {
         }
         let published: Vec<(&SliceView, &DeviceView)> = slices
             .iter()
-            .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d)))
+            .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d.as_ref())))
             .filter(|(_, d)| d.resource_type().is_none_or(|t| t == "neuron_device"))
             .collect();
         summary.total += expected.max(published.len() as i64);

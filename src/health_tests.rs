@@ -85,7 +85,7 @@ fn a_healthy_mixed_fleet_reports_totals_by_instance_type() {
 #[test]
 fn a_sick_device_in_use_names_its_claim_and_pods() {
     let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
-    world.slice_mut("a-0").spec.devices[0].taints =
+    Arc::make_mut(&mut world.slice_mut("a-0").spec.devices[0]).taints =
         Box::new([DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }]);
     let claim: crate::view::ClaimView = serde_json::from_value(json!({
         "metadata": {"name": "job-0-neurons", "namespace": "team"},
@@ -110,7 +110,7 @@ fn a_sick_device_in_use_names_its_claim_and_pods() {
 fn a_tainted_device_is_unhealthy_with_its_key_and_effect() {
     let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
     let device = world.slice_mut("a-1").spec.devices.iter_mut().find(|d| &*d.name == "neuron-device-3").unwrap();
-    device.taints =
+    Arc::make_mut(device).taints =
         Box::new([DeviceTaint { key: "k".into(), effect: "NoExecute".into(), value: None, time_added: None }]);
     let health = world.assess().health;
     assert_eq!(health.summary.unhealthy, 1);
@@ -177,7 +177,7 @@ fn a_rule_over_a_whole_pool_lists_its_device_count_and_eviction_progress() {
 fn an_informational_taint_is_listed_but_the_device_stays_healthy() {
     let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
     let device = world.slice_mut("a-0").spec.devices.iter_mut().find(|d| &*d.name == "neuron-device-4").unwrap();
-    device.taints =
+    Arc::make_mut(device).taints =
         Box::new([DeviceTaint { key: "degraded".into(), effect: "None".into(), value: None, time_added: None }]);
     let rule: TaintRuleView = serde_json::from_value(json!({"metadata": {"name": "preview"}, "spec": {
         "deviceSelector": {"driver": "neuron.aws.com", "pool": "a-1", "device": "neuron-device-2"},

@@ -98,7 +98,7 @@ mod tests {
             "driver": "neuron.aws.com", "nodeName": "n1", "pool": {"name": "n1"},
             "devices": [{"name": "neuron-3"}]}}))
         .unwrap();
-        let device = slice.spec.devices[0].clone();
+        let device = DeviceView::clone(&slice.spec.devices[0]);
         (slice, device)
     }
 

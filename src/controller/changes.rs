@@ -38,9 +38,10 @@ pub fn fingerprint<T: Serialize + ?Sized>(read: &T) -> u64 {
     writer.0.finish()
 }
 
-/// The identity of an object across its versions: a hash of its uid, or of namespace/name where it has none. A
-/// number rather than the uid's string keeps this map small at 100,000 objects; two objects sharing a 64-bit hash
-/// would at worst cost a missed or a spurious trigger.
+/// The identity of an object across its versions: a hash of its uid, or of namespace/name where it has none (views
+/// of nodes, slices and claims drop it; a name reused by a new object then triggers only if what is read of it
+/// differs, which is all the operator would see). A number rather than the uid's string keeps this map small at
+/// 100,000 objects; two objects sharing a 64-bit hash would at worst cost a missed or a spurious trigger.
 fn identity<K: Resource>(object: &K) -> u64 {
     let meta = object.meta();
     match &meta.uid {
