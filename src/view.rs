@@ -1,9 +1,9 @@
 //! Compact views of the objects the operator watches by the thousand (Nodes, ResourceSlices, plugin Pods, claims):
 //! only what health, capacity, rollout and node selection read is parsed and cached. A full k8s-openapi
-//! ResourceSlice of 16 devices costs ~25 KiB in memory (every device carries a map of attributes); its view ~2 KiB,
-//! most of it 64 bytes per device. Managed fields, annotations, owner references, labels nothing selects on and
+//! ResourceSlice of 16 devices costs ~25 KiB in memory (every device carries a map of attributes); its view under
+//! 1 KiB, a pointer per device. Managed fields, annotations, owner references, labels nothing selects on and
 //! conditions nothing reads are skipped while parsing (never built), and what thousands of devices share (names,
-//! types, versions) is held once per process.
+//! types, versions, whole devices alike on many nodes) is held once per process.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashSet};
@@ -112,8 +112,9 @@ pub struct PoolView {
     pub name: String,
 }
 
-/// One published device in 64 bytes: a fleet of 10,000 nodes caches 320,000 of them, which makes this struct most
-/// of the operator's memory. Its name and the attributes many devices share are held once per process.
+/// One published device in 64 bytes. A fleet of 10,000 nodes publishes 320,000 of them, mostly alike across nodes:
+/// each distinct device is held once (see `shared_devices`), and its name and the attributes many devices share
+/// are held once too.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct DeviceView {
     #[serde(deserialize_with = "interned_str")]
@@ -183,9 +184,9 @@ fn shared_attributes(attributes: CommonAttributes) -> Arc<CommonAttributes> {
 }
 
 /// A slice's devices, each the one copy of that device in the process. Nodes of one instance type publish the same
-/// devices (names, ids, group ids from the same PCI layout, versions), so a fleet of 10,000 nodes holds a few dozen
-/// devices and 8 bytes per device published instead of 64. A tainted device is its own copy: taints are per node,
-/// few, and come and go. The pool holds at most 65,536 devices (~6 MiB), enough for hundreds of distinct layouts.
+/// devices (names, ids, group ids from the same PCI layout, versions), so a fleet of 10,000 nodes of one type holds
+/// a few dozen devices and 8 bytes per device published instead of 64. A tainted device is its own copy: taints are
+/// per node, few, and come and go. The pool holds at most 65,536 devices (~6 MiB), hundreds of distinct layouts.
 fn shared_devices<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Arc<DeviceView>>, D::Error> {
     static POOL: LazyLock<Mutex<HashSet<Arc<DeviceView>>>> = LazyLock::new(Mutex::default);
     let devices = Option::<Vec<DeviceView>>::deserialize(deserializer)?.unwrap_or_default();
