@@ -77,10 +77,19 @@ fn object_key_as<K: Resource>(dt: &K::DynamicType, name: &str, namespace: Option
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    #[error("applying {kind} {name}: {source}")]
+    #[error("applying {kind} {name}: {}", brief(.source))]
     Apply { kind: String, name: String, source: kube::Error },
-    #[error("deleting {kind} {name}: {source}")]
+    #[error("deleting {kind} {name}: {}", brief(.source))]
     Delete { kind: String, name: String, source: kube::Error },
+}
+
+/// A kube error in one line: for a refusal, what the API server said, with its code and reason (kube's own Display
+/// appends a debug dump of the whole Status, which events, conditions and logs would then carry).
+pub fn brief(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} ({} {})", status.message, status.code, status.reason),
+        other => other.to_string(),
+    }
 }
 
 impl ApplyError {

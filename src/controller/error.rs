@@ -3,22 +3,31 @@
 
 use kube::runtime::finalizer;
 
-use crate::apply::{ApplyError, api_category};
+use crate::apply::{ApplyError, api_category, brief};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Every write of the pass that failed (the others went through).
     #[error("{}", writes_message(.0))]
     Writes(Vec<ApplyError>),
-    #[error("writing status: {0}")]
+    #[error("writing status: {}", brief(.0))]
     Status(#[source] kube::Error),
     /// Asking the server what it supports failed.
-    #[error("probing the API server: {0}")]
+    #[error("probing the API server: {}", brief(.0))]
     Probe(#[source] kube::Error),
-    #[error("replacing a plugin pod: {0}")]
+    #[error("replacing a plugin pod: {}", brief(.0))]
     Evict(#[source] kube::Error),
-    #[error("finalizer: {0}")]
+    #[error("{}", finalizer_message(.0))]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
+}
+
+fn finalizer_message(error: &finalizer::Error<Error>) -> String {
+    match error {
+        finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner.to_string(),
+        finalizer::Error::AddFinalizer(api) => format!("adding the finalizer: {}", brief(api)),
+        finalizer::Error::RemoveFinalizer(api) => format!("removing the finalizer: {}", brief(api)),
+        other => format!("finalizer: {other}"),
+    }
 }
 
 fn writes_message(errors: &[ApplyError]) -> String {
@@ -50,5 +59,27 @@ impl Error {
     /// The category of the first failure.
     pub fn category(&self) -> &'static str {
         self.failures().first().map_or("Unknown", |(category, _)| category)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(kube::core::Status { code, ..kube::core::Status::failure(message, reason) }.boxed())
+    }
+
+    #[test]
+    fn an_api_refusal_reads_as_one_line_without_the_status_dump() {
+        let error = Error::Status(refused(403, "Forbidden", "neurondraconfigs \"c\" is forbidden"));
+        assert_eq!(error.to_string(), "writing status: neurondraconfigs \"c\" is forbidden (403 Forbidden)");
+        let write =
+            ApplyError::Apply { kind: "DaemonSet".into(), name: "p".into(), source: refused(409, "Conflict", "x") };
+        assert_eq!(Error::Writes(vec![write]).to_string(), "applying DaemonSet p: x (409 Conflict)");
+        let finalizer =
+            Error::Finalizer(Box::new(finalizer::Error::RemoveFinalizer(refused(500, "InternalError", "y"))));
+        assert_eq!(finalizer.to_string(), "removing the finalizer: y (500 InternalError)");
+        assert_eq!(finalizer.failures(), vec![("FinalizerFailed", finalizer.to_string())]);
     }
 }

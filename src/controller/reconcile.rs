@@ -85,7 +85,11 @@ async fn with_cleanup(parsed: &NeuronDRAConfig, ctx: &Context) -> Result<Action,
         }
     })
     .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    .or_else(|error| match error {
+        // Already gone: a pass before this one removed the finalizer and the server deleted the config.
+        FinalizerError::RemoveFinalizer(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
+        error => Err(Error::Finalizer(Box::new(error))),
+    })
 }
 
 /// The config with our finalizer, added first when it is missing and the config is not going. This pass then goes
