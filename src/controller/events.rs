@@ -19,7 +19,7 @@ pub async fn publish(
 ) {
     let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
     if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        tracing::warn!(%error, reason, "publishing an event");
+        tracing::warn!(error = %crate::apply::brief(&error), reason, "publishing an event");
     }
 }
 

@@ -187,7 +187,7 @@ async fn announce(decision: &Decision, ds: &DaemonSet, ctx: &Context, reference:
     };
     let event = Event { type_, reason: reason.into(), note: Some(note), action, secondary: Some(revision) };
     if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        tracing::warn!(%error, reason, "publishing an event");
+        tracing::warn!(error = %crate::apply::brief(&error), reason, "publishing an event");
     }
 }
 
