@@ -18,8 +18,14 @@ pub async fn publish(
     note: String,
 ) {
     let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
-    if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        tracing::warn!(error = %crate::apply::brief(&error), reason, "publishing an event");
+    send(ctx, reference, &event).await;
+}
+
+/// Publishes a built event (one with a related object, say); a failure to publish is logged, never fails the
+/// reconcile.
+pub async fn send(ctx: &Context, reference: &ObjectReference, event: &Event) {
+    if let Err(error) = ctx.recorder.publish(event, reference).await {
+        tracing::warn!(error = %crate::apply::brief(&error), reason = %event.reason, "publishing an event");
     }
 }
 

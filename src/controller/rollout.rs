@@ -186,9 +186,7 @@ async fn announce(decision: &Decision, ds: &DaemonSet, ctx: &Context, reference:
         ..ObjectReference::default()
     };
     let event = Event { type_, reason: reason.into(), note: Some(note), action, secondary: Some(revision) };
-    if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        tracing::warn!(error = %crate::apply::brief(&error), reason, "publishing an event");
-    }
+    super::events::send(ctx, reference, &event).await;
 }
 
 /// When a step's timeout passes, if it is waiting for its checks.
