@@ -71,12 +71,17 @@ users: [{name: operator, user: {token: "${token}"}}]
 contexts: [{name: operator, context: {cluster: local, user: operator}}]
 current-context: operator
 EOF
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-metrics_port="$(free_port)"
-probe_port="$(free_port)"
-KUBECONFIG="${STATE}/operator.kubeconfig" nohup "${BIN}" run --metrics-addr "127.0.0.1:${metrics_port}" \
-  --probe-addr "127.0.0.1:${probe_port}" --lease-namespace neuron-dra-operator-system >"${STATE}/operator.log" 2>&1 &
+# Port 0: the kernel picks free ports and the operator logs the addresses it bound.
+KUBECONFIG="${STATE}/operator.kubeconfig" nohup "${BIN}" run --metrics-addr 127.0.0.1:0 \
+  --probe-addr 127.0.0.1:0 --lease-namespace neuron-dra-operator-system >"${STATE}/operator.log" 2>&1 &
 echo $! >"${STATE}/operator.pid"
+bound_port() { sed -n "/serving \/$1/s/.*address=[0-9.]*:\([0-9]*\).*/\1/p" "${STATE}/operator.log" | head -1; }
+for _ in $(seq 100); do
+  metrics_port="$(bound_port metrics)" probe_port="$(bound_port healthz)"
+  [[ -n "${metrics_port}" && -n "${probe_port}" ]] && break
+  sleep 0.1
+done
+[[ -n "${metrics_port}" && -n "${probe_port}" ]] || { tail "${STATE}/operator.log"; exit 1; }
 # /metrics is HTTPS for callers allowed `get /metrics`: a ServiceAccount bound to the metrics-reader ClusterRole.
 kubectl -n neuron-dra-operator-system create serviceaccount demo-metrics-reader --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl create clusterrolebinding demo-metrics-reader --clusterrole=neuron-dra-operator-metrics-reader \

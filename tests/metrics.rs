@@ -23,7 +23,7 @@ fn start(id: &str, extra: &[&str]) -> Operator {
 /// Waits until the probe port answers /healthz (both servers start together).
 async fn wait_serving(operator: &Operator) {
     eventually(TIMEOUT, "the operator serves /healthz", || async {
-        (plain_get(operator.probe_port, "/healthz")?.0 == 200).then_some(())
+        (plain_get(operator.probe_port(), "/healthz")?.0 == 200).then_some(())
     })
     .await;
 }
@@ -59,8 +59,8 @@ async fn metrics_answer_401_without_a_valid_token_403_without_the_role_and_200_w
     assert!(!body.contains("tokenreviews") && !body.contains("subjectaccessreviews"), "{body}");
 
     // Only HTTPS on the metrics port, and no metrics on the probe port.
-    assert!(plain_get(operator.port, "/metrics").is_none_or(|(code, _)| code != 200));
-    assert_eq!(plain_get(operator.probe_port, "/metrics").map(|r| r.0), Some(404));
+    assert!(plain_get(operator.port(), "/metrics").is_none_or(|(code, _)| code != 200));
+    assert_eq!(plain_get(operator.probe_port(), "/metrics").map(|r| r.0), Some(404));
     assert_eq!(operator.http_get("/readyz").map(|r| r.0), Some(200));
     let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &stranger, "--wait=false"], None);
 }
@@ -99,8 +99,8 @@ async fn a_certificate_from_the_cert_dir_is_served() {
     let operator = start(&id, &["--metrics-cert-dir", dir.to_str().unwrap()]);
     wait_serving(&operator).await;
 
-    let url = format!("https://localhost:{}/metrics", operator.port);
-    let resolve = format!("localhost:{}:127.0.0.1", operator.port);
+    let url = format!("https://localhost:{}/metrics", operator.port());
+    let resolve = format!("localhost:{}:127.0.0.1", operator.port());
     let ca = dir.join("tls.crt");
     let token = cluster::metrics_reader_token();
     let verified =
@@ -122,7 +122,7 @@ async fn metrics_are_plain_and_open_only_when_asked() {
     wait_serving(&operator).await;
     // The metrics listener starts beside the probes' one, not necessarily before it.
     let (code, body) =
-        eventually(TIMEOUT, "plain /metrics answers", || async { plain_get(operator.port, "/metrics") }).await;
+        eventually(TIMEOUT, "plain /metrics answers", || async { plain_get(operator.port(), "/metrics") }).await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("neuron_dra_operator_"), "{body}");
 }

@@ -198,19 +198,11 @@ pub fn plain_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-/// `N` distinct free ports: every listener is held until all are bound, so two cannot be the same.
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let listeners: Vec<_> = (0..N).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
-}
-
 /// The operator binary running as a child process under the shipped RBAC.
 pub struct Operator {
     child: Option<Child>,
-    /// `/metrics`, HTTPS.
-    pub port: u16,
-    /// `/healthz` and `/readyz`, plain HTTP.
-    pub probe_port: u16,
+    /// The ports it bound, read from its log on first use.
+    ports: OnceLock<(u16, u16)>,
     pub log: PathBuf,
 }
 
@@ -233,11 +225,11 @@ impl Operator {
         let dir = std::env::temp_dir().join(format!("ndo-{}", options.test_id));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = service_account_kubeconfig(&dir, namespace, service_account);
-        let [port, probe_port] = free_ports();
-        let log = dir.join(format!("operator-{port}.log"));
+        // Port 0: the kernel picks and the operator logs the address. A port picked here and freed before the
+        // operator binds it can be taken meanwhile by any outgoing connection (it happened in CI).
+        let log = dir.join(format!("{}.log", unique("operator")));
         let child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
-            .args(["run", "--metrics-addr", &format!("127.0.0.1:{port}")])
-            .args(["--probe-addr", &format!("127.0.0.1:{probe_port}")])
+            .args(["run", "--metrics-addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"])
             .args(["--config-selector", &format!("{TEST_LABEL}={}", options.test_id)])
             .args(["--lease-namespace", namespace, "--lease-name", options.lease, "--lease-duration", "6"])
             .args(options.extra)
@@ -247,7 +239,37 @@ impl Operator {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("operator starts");
-        Operator { child: Some(child), port, probe_port, log }
+        Operator { child: Some(child), ports: OnceLock::new(), log }
+    }
+
+    /// `/metrics`, HTTPS.
+    pub fn port(&self) -> u16 {
+        self.bound_ports().0
+    }
+
+    /// `/healthz` and `/readyz`, plain HTTP.
+    pub fn probe_port(&self) -> u16 {
+        self.bound_ports().1
+    }
+
+    /// The metrics and probe ports from the operator's "serving ..." log lines; waits for both (they are bound
+    /// before anything else starts, so a few seconds at most).
+    fn bound_ports(&self) -> (u16, u16) {
+        *self.ports.get_or_init(|| {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let log = self.log_text();
+                let port_of = |marker: &str| {
+                    let line = log.lines().find(|line| line.contains(marker))?;
+                    line.split_once("address=")?.1.split_whitespace().next()?.rsplit(':').next()?.parse().ok()
+                };
+                if let (Some(metrics), Some(probes)) = (port_of("serving /metrics"), port_of("serving /healthz")) {
+                    return (metrics, probes);
+                }
+                assert!(Instant::now() < deadline, "the operator never logged its ports; its log:\n{log}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
     }
 
     /// GET a path: `/metrics` over HTTPS as the tests' scraper, anything else (the probes) over plain HTTP on the
@@ -256,13 +278,13 @@ impl Operator {
         if path.starts_with("/metrics") {
             self.metrics_get(Some(&metrics_reader_token()))
         } else {
-            plain_get(self.probe_port, path)
+            plain_get(self.probe_port(), path)
         }
     }
 
     /// GET `/metrics` over HTTPS with a bearer token, or none.
     pub fn metrics_get(&self, token: Option<&str>) -> Option<(u16, String)> {
-        https_get(&format!("https://127.0.0.1:{}/metrics", self.port), token)
+        https_get(&format!("https://127.0.0.1:{}/metrics", self.port()), token)
     }
 
     /// The metrics text; empty while the server does not answer. Any answer but 200 panics, so a refused scrape
