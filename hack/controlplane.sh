@@ -253,15 +253,20 @@ cmd_start_component() {
 }
 
 free_ports() {
-  # Bind all at once so the ports are distinct; there is a small window in
-  # which another process could grab one before we use it.
+  # Below the kernel's ephemeral range, so no outgoing connection takes one
+  # between this check and the server's bind (or while a server restarts on
+  # its port in the outage tests); all bound at once so they are distinct.
   python3 - "$1" <<'EOF'
-import socket, sys
+import random, socket, sys
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 socks = []
-for _ in range(int(sys.argv[1])):
+while len(socks) < int(sys.argv[1]):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
+    try:
+        s.bind(("127.0.0.1", random.randrange(10000, low) if low > 11000 else 0))
+        socks.append(s)
+    except OSError:
+        s.close()
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
 }
