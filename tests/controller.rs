@@ -438,9 +438,14 @@ async fn metrics_and_events_report_the_work() {
     ] {
         assert!(metrics.contains(family), "{family} missing:\n{metrics}");
     }
-    let events = kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.name={}", s.id)]);
-    assert!(events.contains("Created"), "{events}");
-    assert!(events.contains(&format!("ResourceClaimTemplate {ns}/")), "{events}");
+    // The change event is published while the status is written, so it may land just after Ready.
+    let selector = format!("involvedObject.name={}", s.id);
+    let created = format!("ResourceClaimTemplate {ns}/");
+    eventually(TIMEOUT, "a Created event naming the templates", || async {
+        let events = kubectl(&["get", "events", "-A", "--field-selector", &selector]);
+        (events.contains("Created") && events.contains(&created)).then_some(())
+    })
+    .await;
     s.templates(&ns).delete("train", &DeleteParams::default()).await.unwrap();
     s.wait_templates(&ns, &["train", "serve-prefill", "serve-decode"]).await;
     let mut spec = small_spec(&[&ns]);

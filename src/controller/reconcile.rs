@@ -179,9 +179,6 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         tokio::join!(install_driver(&plan, &mut pass), templates.ensure_templates(&plan.desired.templates));
     pass.join(templates);
     pass.delete_unclaimed().await;
-    if plan.mode == Mode::Normal {
-        events::changes(ctx, &reference, &pass.report).await;
-    }
 
     let previous = config.status.as_ref();
     if let Validity::Conflict(message) = plan.validity()
@@ -202,7 +199,14 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     observation.capacity = snapshot.capacity(&plan.config);
     observation.health = Some(assessment.health);
     record_gauges(ctx, &plan, config, &observation, &pass.report);
-    write_status(config, &observation, ctx).await?;
+    // What changed is told while the status is written: the event is not what a user waits for.
+    let announce = async {
+        if plan.mode == Mode::Normal {
+            events::changes(ctx, &reference, &pass.report).await;
+        }
+    };
+    let (written, ()) = tokio::join!(write_status(config, &observation, ctx), announce);
+    written?;
 
     failed(pass.report.errors)?;
     if let Some(error) = evict_failed {

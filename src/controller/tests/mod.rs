@@ -119,7 +119,7 @@ async fn a_new_config_is_applied_with_the_plugin_last() {
     assert!(at(CLUSTER_ROLE) < at(CLUSTER_ROLE_BINDING) && at(POLICY) < at(POLICY_BINDING), "{lines:#?}");
     assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "{lines:#?}");
     assert_eq!(lines.len(), 10, "{lines:#?}");
-    assert_eq!(lines[8..], [EVENT, STATUS]);
+    assert_eq!(lines[8..], [STATUS, EVENT], "the change event goes out with the status");
     assert_eq!(fixture.event_reasons(), ["Created"]);
 }
 
@@ -132,7 +132,7 @@ async fn a_template_that_exists_though_the_cache_lacks_it_is_applied_over() {
     let fixture = Fixture::new(&world);
     fixture.fail(CREATE_TEMPLATE, 409, "resourceclaimtemplates \"pretrain\" already exists", 1);
     fixture.reconcile(&c).await.unwrap();
-    assert_eq!(fixture.lines(), [CREATE_TEMPLATE, &format!("PATCH {TEMPLATE}"), EVENT, STATUS]);
+    assert_eq!(fixture.lines(), [CREATE_TEMPLATE, &format!("PATCH {TEMPLATE}"), STATUS, EVENT]);
     let status = fixture.last_status().unwrap();
     assert_eq!(condition(&status, "TemplatesReady").0, "True", "taken over, so in place");
 }
@@ -155,7 +155,7 @@ async fn a_config_without_the_finalizer_gets_it_first_and_is_applied_in_the_same
     );
     let lines = fixture.lines();
     assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "{lines:#?}");
-    assert_eq!(lines.last().map(String::as_str), Some(STATUS), "{lines:#?}");
+    assert_eq!(lines[lines.len() - 2..], [STATUS, EVENT], "{lines:#?}");
     assert_eq!(lines.iter().filter(|l| l.contains("/neurondraconfigs/c")).count(), 2, "finalizer and status only");
 }
 
@@ -223,7 +223,7 @@ async fn a_changed_template_is_deleted_then_created() {
     world.templates[0].annotations_mut().insert(ANNOTATION_SPEC_HASH.into(), "an-older-spec".into());
     let fixture = Fixture::new(&world);
     fixture.reconcile(&c).await.unwrap();
-    assert_eq!(fixture.lines(), [format!("DELETE {TEMPLATE}"), CREATE_TEMPLATE.into(), EVENT.into(), STATUS.into()]);
+    assert_eq!(fixture.lines(), [format!("DELETE {TEMPLATE}"), CREATE_TEMPLATE.into(), STATUS.into(), EVENT.into()]);
     assert_eq!(fixture.event_reasons(), ["Replaced"]);
     let created = &fixture.sent()[1].body;
     assert_eq!(
@@ -242,7 +242,7 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
     let fixture = Fixture::new(&world);
     fixture.reconcile(&c).await.unwrap();
     let dropped = "DELETE /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates/dropped";
-    assert_eq!(fixture.lines(), [dropped, EVENT, STATUS]);
+    assert_eq!(fixture.lines(), [dropped, STATUS, EVENT]);
     assert_eq!(fixture.event_reasons(), ["Deleted"]);
 
     let mut deleted = c.clone();
