@@ -67,7 +67,14 @@ impl Table {
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    values[values.len() / 2]
+    match values.len() % 2 {
+        1 => values[values.len() / 2],
+        _ => (values[values.len() / 2 - 1] + values[values.len() / 2]) / 2.0,
+    }
+}
+
+fn fastest(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
 fn secs(d: Duration) -> f64 {
@@ -180,22 +187,26 @@ async fn namespaces(client: &Client, prefix: &str, count: usize) -> Vec<String> 
     names
 }
 
-/// Polls until the config's current generation is Ready; returns when it saw it.
+/// Watches until the config's current generation is Ready; returns when the watch showed it (a poll would add up
+/// to its period to every figure).
 async fn wait_ready(api: &Api<NeuronDRAConfig>, name: &str, timeout: Duration) -> Option<Instant> {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if let Ok(Some(c)) = api.get_opt(name).await {
-            let ready = c.status.as_ref().is_some_and(|s| {
+    let ready = |config: Option<&NeuronDRAConfig>| {
+        config.is_some_and(|c| {
+            c.status.as_ref().is_some_and(|s| {
                 s.observed_generation == c.metadata.generation
                     && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-            });
-            if ready {
-                return Some(Instant::now());
-            }
+            })
+        })
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        match tokio::time::timeout(left, kube::runtime::wait::await_condition(api.clone(), name, ready)).await {
+            Ok(Ok(_)) => return Some(Instant::now()),
+            Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(100)).await, // the watch broke: watch again
+            Err(_) => return None,
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    None
 }
 
 /// Lets the API server finish what the previous step left (background deletes, controllers catching up), so each
@@ -283,13 +294,23 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
                 }
             }
         }
-        settle().await;
-        ideal_times.push(write_all(client, &templates, best.0, &format!("run{run}"), Write::Create).await);
+        // Twice a run: the ideal is the noisier figure (one write stalled behind the server's garbage collection
+        // shows in the total), and it divides the ratio.
+        for sample in 0..2 {
+            settle().await;
+            let suffix = format!("run{run}-{sample}");
+            ideal_times.push(write_all(client, &templates, best.0, &suffix, Write::Create).await);
+        }
         settle().await;
         ideal_apply_times.push(write_all(client, &templates, best.0, &format!("ssa{run}"), Write::Apply).await);
         eprintln!(
-            "bench: run {run}: operator {:.2}s, kubectl {:.2}s ({objects} objects)",
-            operator_times[run], kubectl_times[run]
+            "bench: run {run}: operator {:.2}s, kubectl {:.2}s ({objects} objects); operator (API) {:.2}s, ideal {:.2}s \
+             and {:.2}s",
+            operator_times[run],
+            kubectl_times[run],
+            api_times[run],
+            ideal_times[2 * run],
+            ideal_times[2 * run + 1]
         );
         if run + 1 < runs {
             delete_and_wait(&api, &name).await;
@@ -310,11 +331,14 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         None,
     );
     table.add(&scenario, "ratio operator / kubectl", format!("{ratio:.2}x"), "<= 1.0x", Some(ratio <= 1.0));
-    let ideal_median = median(&mut ideal_times);
+    // The issue's ideal is the fastest the server takes the writes; noise here only ever adds time (one write stalled
+    // behind the server's garbage collection shows in a total), so the goal compares the fastest of each side, and
+    // the medians' ratio is shown beside it.
+    let (ideal_fastest, ideal_median) = (fastest(&ideal_times), median(&mut ideal_times));
     table.add(
         &scenario,
-        &format!("ideal client: {templates} template creates, {} at once (median; best of 4-64)", best.0),
-        format!("{ideal_median:.2} s ({templates} writes)"),
+        &format!("ideal client: {templates} template creates, {} at once (best of 4-64), two a run", best.0),
+        format!("{ideal_fastest:.2} s fastest, {ideal_median:.2} s median ({templates} writes)"),
         "",
         None,
     );
@@ -326,16 +350,24 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
         "",
         None,
     );
-    let api_median = median(&mut api_times);
-    table.add(&scenario, "operator: API apply → Ready=True (median)", format!("{api_median:.2} s"), "", None);
-    let ratio = api_median / ideal_median;
+    let (api_fastest, api_median) = (fastest(&api_times), median(&mut api_times));
     table.add(
         &scenario,
-        "ratio operator (API apply) / ideal client",
+        "operator: API apply → Ready=True",
+        format!("{api_fastest:.2} s fastest, {api_median:.2} s median"),
+        "",
+        None,
+    );
+    let ratio = api_fastest / ideal_fastest;
+    table.add(
+        &scenario,
+        "ratio operator (API apply) / ideal client, fastest of each",
         format!("{ratio:.2}x"),
         "<= 1.2x",
         Some(ratio <= 1.2),
     );
+    let ratio = api_median / ideal_median;
+    table.add(&scenario, "ratio operator (API apply) / ideal client, median of each", format!("{ratio:.2}x"), "", None);
     last
 }
 
