@@ -223,9 +223,9 @@ impl<'a> Pass<'a> {
     /// created again (its spec is immutable). A paused pass only notes which are in place.
     pub async fn ensure_templates(&mut self, templates: &[ResourceClaimTemplate]) {
         use futures::StreamExt;
-        // In flight at once: the local API server takes 250 creates fastest at 32 to 64, more often at 64 (`make
-        // bench`). Still a fraction of a server's mutating-request limit (200 by default).
-        const PARALLEL: usize = 64;
+        // In flight at once: the local API server takes 250 creates about as fast at 8 as at 64 (`make bench`'s
+        // sweep picks among them by noise); 32 stays well inside a server's mutating-request limit (200 by default).
+        const PARALLEL: usize = 32;
         for template in templates {
             self.claim(template);
         }
