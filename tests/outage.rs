@@ -89,7 +89,8 @@ async fn the_api_server_stopped_mid_rollout_and_started_again() {
     controlplane("start-component", "kube-apiserver");
 
     running_and_leading(&mut s).await;
-    // The failed passes during the outage back off (1 s doubling): the first pass after it can be a while away.
+    // The failed passes during the outage back off (1 s doubling), and so does each watch (0.8 s doubling to 30 s):
+    // the first pass after it can be half a minute away.
     let config = s.wait_condition_within(&s.id, "Ready", "True", Duration::from_secs(300)).await;
     assert_eq!(config.status.unwrap().templates.unwrap().count, 3 * namespaces.len() as i64);
     nothing_missing_or_doubled(&s, &namespaces, &["serve-decode", "serve-prefill", "train"]).await;

@@ -14,8 +14,10 @@ mod rollout;
 mod runtime;
 mod sampling;
 mod validations;
+mod watches;
 
 use sampling::sampled;
+use watches::{cached, cached_read, watch, without_errors};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,7 +37,6 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 
 use crate::api::NeuronDRAConfig;
 use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
@@ -150,54 +151,6 @@ pub struct Context {
     synced: watch::Receiver<bool>,
 }
 
-/// A watch stream that fills `writer`'s cache; touched (applied or deleted) objects trigger reconciles.
-fn cached<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    // Managed fields are the bulk of most objects and never read here.
-    cached_trimmed(api, config, |o: &mut K| o.meta_mut().managed_fields = None)
-}
-
-/// Like `cached`, with `trim` dropping what the operator never reads before an object enters the cache.
-fn cached_trimmed<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    trim: impl FnMut(&mut K) + Send + 'static,
-) -> (Store<K>, impl Stream<Item = Result<K, watcher::Error>> + Send)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff().modify(trim)).touched_objects();
-    (store, stream)
-}
-
-/// Like `cached_trimmed`, for a kind watched by the thousand: its events trigger only when what the operator reads
-/// of an object (`read`, see `changes`) changed. `every_event` (benchmarks' "before") triggers on every event.
-fn cached_read<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    trim: impl FnMut(&mut K) + Send + 'static,
-    read: fn(&K) -> u64,
-    every_event: bool,
-) -> (Store<K>, impl Stream<Item = Result<changes::Touched<K>, watcher::Error>> + Send)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    let (store, writer) = reflector::store();
-    let events = reflector::reflector(writer, watcher(api, config).default_backoff().modify(trim));
-    let counted = std::sync::atomic::AtomicU64::new(0);
-    let read = move |object: &K| match every_event {
-        true => counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed), // never the same twice
-        false => read(object),
-    };
-    (store, changes::changes(events, read))
-}
-
 /// For `cached_read` of views, which are parsed trimmed (see `view`): what is left to drop is what only the watch
 /// itself reads. The watcher has taken an object's resourceVersion (to resume from) before the cache sees it, and
 /// nodes, slices and claims are never written by uid (`changes` then tells objects apart by name). Two strings
@@ -248,8 +201,9 @@ async fn taint_rules_cache(
             let store = writer.as_reader();
             // Owner references stay: remediation compares its own rules with what it wants.
             let trim = |rule: &mut TaintRuleView| rule.metadata.managed_fields = None;
-            let events = watcher(api, watcher::Config::default()).default_backoff().modify(trim);
-            (store, Some(reflector::reflector(writer, events).touched_objects()), Some(resource))
+            let events = watch(api, watcher::Config::default()).modify(trim);
+            let touched = reflector::reflector(writer, events).touched_objects();
+            (store, Some(without_errors(resource.kind.clone(), touched)), Some(resource))
         }
         None => {
             tracing::info!("the server serves no DeviceTaintRules: only slice taints count");
@@ -285,9 +239,13 @@ pub async fn run_controller(
         Some(selector) => watcher::Config::default().labels(selector),
         None => watcher::Config::default(),
     };
-    let controller = Controller::new(configs_api, config_watch)
-        .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(DEBOUNCE));
-    let configs = controller.store();
+    // The configs' own watch as every other (see `watches`): kube's `Controller::new` would leave its retries to the
+    // controller's backoff of all triggers.
+    let (configs, writer) = reflector::store();
+    let applied = reflector::reflector(writer, watch(configs_api, config_watch)).applied_objects();
+    let controller =
+        Controller::for_stream(without_errors(NeuronDRAConfig::kind(&()).into_owned(), applied), configs.clone())
+            .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(DEBOUNCE));
 
     // Nodes, slices, claims and plugin pods come by the thousand: cached as compact views (see `view`), and their
     // events trigger only when what is read of them changed (see `changes`).
