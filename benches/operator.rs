@@ -294,8 +294,8 @@ async fn apply_to_ready(client: &Client, table: &mut Table) -> String {
                 }
             }
         }
-        // Twice a run: the ideal is the noisier figure (one write stalled behind the server's garbage collection
-        // shows in the total), and it divides the ratio.
+        // Twice a run: the ideal's samples spread as widely as the operator's (one write that stalls shows in a
+        // total), and it divides the ratio.
         for sample in 0..2 {
             settle().await;
             let suffix = format!("run{run}-{sample}");

@@ -87,9 +87,14 @@ pub enum ApplyError {
 /// appends a debug dump of the whole Status, which events, conditions and logs would then carry).
 pub fn brief(error: &kube::Error) -> String {
     match error {
-        kube::Error::Api(status) => format!("{} ({} {})", status.message, status.code, status.reason),
+        kube::Error::Api(status) => refusal(status),
         other => other.to_string(),
     }
+}
+
+/// What the API server said in a `Status`, with its code and reason, in one line.
+pub fn refusal(status: &kube::core::Status) -> String {
+    format!("{} ({} {})", status.message, status.code, status.reason)
 }
 
 impl ApplyError {

@@ -63,6 +63,15 @@ async fn running_and_leading(s: &mut Scenario) {
     .await;
 }
 
+/// A watch error that reached kube's controller pauses every trigger, and with them every cache, behind the
+/// controller's backoff; the operator logs each one it sees as "reconcile did not complete: event queue error". The
+/// watches are meant to retry on their own and keep their errors (`controller/watches.rs`).
+fn no_watch_error_reached_the_controller(log: &std::path::Path) {
+    let log = std::fs::read_to_string(log).unwrap();
+    let reached: Vec<&str> = log.lines().filter(|l| l.contains("event queue error")).collect();
+    assert!(reached.is_empty(), "watch errors reached the controller:\n{}", reached.join("\n"));
+}
+
 /// One outage test at a time: an operator, `count` namespaces, and the config applied to them.
 async fn start(prefix: &str, count: usize) -> (tokio::sync::MutexGuard<'static, ()>, Scenario, Vec<String>) {
     let one = ONE_AT_A_TIME.lock().await;
@@ -83,6 +92,7 @@ async fn the_api_server_stopped_mid_rollout_and_started_again() {
         (!s.template_names(&namespaces[0]).await.is_empty()).then_some(())
     })
     .await;
+    let log = s.operator().log.clone();
     controlplane("stop-component", "kube-apiserver");
     // Longer than the operator's lease (6 s in tests).
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -94,12 +104,14 @@ async fn the_api_server_stopped_mid_rollout_and_started_again() {
     let config = s.wait_condition_within(&s.id, "Ready", "True", Duration::from_secs(300)).await;
     assert_eq!(config.status.unwrap().templates.unwrap().count, 3 * namespaces.len() as i64);
     nothing_missing_or_doubled(&s, &namespaces, &["serve-decode", "serve-prefill", "train"]).await;
+    no_watch_error_reached_the_controller(&log);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_stopped_and_started_again() {
     let (_one, mut s, namespaces) = start("etcddown", 5).await;
     s.wait_ready(&s.id).await;
+    let log = s.operator().log.clone();
     controlplane("stop-component", "etcd");
     tokio::time::sleep(Duration::from_secs(10)).await;
     controlplane("start-component", "etcd");
@@ -111,6 +123,7 @@ async fn etcd_stopped_and_started_again() {
     s.apply(&s.config(&s.id, changed)).await.unwrap();
     s.wait_ready(&s.id).await;
     nothing_missing_or_doubled(&s, &namespaces, &["extra", "serve-decode", "serve-prefill", "train"]).await;
+    no_watch_error_reached_the_controller(&log);
 }
 
 /// API Priority and Fairness objects that give the operator's ServiceAccount a priority level of no nominal seats

@@ -12,7 +12,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 
 use super::changes;
-use crate::apply::brief;
+use crate::apply::{brief, refusal};
 
 /// A watch of `api` that retries after a failure with kube's default backoff (0.8 s doubling to 30 s, as
 /// client-go's reflectors do), but not after "410 Gone": that only says the server no longer holds the version to
@@ -55,9 +55,7 @@ fn watch_error(error: &watcher::Error) -> String {
         watcher::Error::InitialListFailed(e) => format!("listing: {}", brief(e)),
         watcher::Error::WatchStartFailed(e) => format!("starting the watch: {}", brief(e)),
         watcher::Error::WatchFailed(e) => format!("watching: {}", brief(e)),
-        watcher::Error::WatchError(status) => {
-            format!("the server ended the watch: {} ({} {})", status.message, status.code, status.reason)
-        }
+        watcher::Error::WatchError(status) => format!("the server ended the watch: {}", refusal(status)),
         other => other.to_string(),
     }
 }
