@@ -122,7 +122,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// collection of 20,000 slices outlasts a request): up to three tries.
 async fn clear_fleet(client: &Client, prefix: &str) {
     for attempt in 1.. {
-        match neuron_dra_operator::simulate::clear(client, Some(prefix)).await {
+        match neuron_dra_operator::devtools::simulate::clear(client, Some(prefix)).await {
             Ok(_) => return,
             Err(error) if attempt < 3 => eprintln!("bench: clearing the fleet: {error}; again"),
             Err(error) => panic!("clearing the fleet: {error}"),

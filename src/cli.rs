@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crate::api::NeuronDRAConfig;
-use crate::validate::{FieldError, InvalidConfig, validate};
+use crate::logic::validate::{FieldError, InvalidConfig, validate};
 
 #[derive(Parser, Debug)]
 #[command(name = "neuron-dra-operator", version, about = "Runs AWS Neuron DRA on Trainium from one NeuronDRAConfig")]
@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the controller (kubeconfig from KUBECONFIG, or in-cluster).
-    Run(crate::controller::RunArgs),
+    Run(crate::run::RunArgs),
     /// Print the NeuronDRAConfig CRD as YAML.
     Crd,
     /// Print every object the controller would apply for a config, as a multi-document YAML stream.
@@ -96,5 +96,5 @@ pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {
     if let Some(bad) = namespaces.iter().find(|ns| !crate::api::DNS_LABEL.is_match(ns)) {
         return Err(RenderError(vec![problem("--namespace", format!("{bad:?} is not a valid namespace name"))]).into());
     }
-    Ok(crate::build::build(&validated, namespaces).to_yaml()?)
+    Ok(crate::logic::build::build(&validated, namespaces).to_yaml()?)
 }

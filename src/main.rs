@@ -2,11 +2,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use neuron_dra_operator::cli::{Cli, Command, render};
-use neuron_dra_operator::crd::crd_yaml;
+use neuron_dra_operator::runtime::crd::crd_yaml;
 
-fn run(args: neuron_dra_operator::controller::RunArgs) -> anyhow::Result<()> {
+fn run(args: neuron_dra_operator::run::RunArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(neuron_dra_operator::controller::run(args))
+    runtime.block_on(neuron_dra_operator::run::run(args))
 }
 
 fn main() -> ExitCode {

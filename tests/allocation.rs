@@ -9,7 +9,7 @@ mod support {
     pub mod scenario;
 }
 
-use neuron_dra_operator::simulate::TaintEffect;
+use neuron_dra_operator::devtools::simulate::TaintEffect;
 use serde_json::{Value, json};
 use support::allocation::{self, Promise, create_pod, pinned, wait_scheduled, wait_unschedulable, workload_pod};
 use support::fleet::{Fleet, NodeGroup};

@@ -125,7 +125,7 @@ async fn a_valid_config_round_trips_without_pruning() {
     let stored = api.create(&PostParams::default(), &config).await.unwrap();
     let stored_spec = serde_json::to_value(&stored.spec).unwrap();
     assert!(
-        neuron_dra_operator::apply::holds(&stored_spec, &document["spec"]),
+        neuron_dra_operator::controller::act::apply::holds(&stored_spec, &document["spec"]),
         "fields were pruned or changed:\nsent {}\ngot  {}",
         document["spec"],
         stored_spec

@@ -13,7 +13,7 @@ mod support {
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use neuron_dra_operator::api::NeuronDRAConfigStatus;
-use neuron_dra_operator::simulate::TaintEffect;
+use neuron_dra_operator::devtools::simulate::TaintEffect;
 use serde_json::json;
 use support::allocation::{create_pod, pinned, wait_scheduled, workload_pod};
 use support::cluster::eventually;

@@ -47,8 +47,12 @@ async fn every_sample_reaches_ready_and_kubectl_shows_the_columns() {
         let name = format!("{}-{}", s.id, doc["metadata"]["name"].as_str().unwrap());
         s.apply(&s.config(&name, spec)).await.unwrap();
         let parsed = neuron_dra_operator::cli::parse_config(&serde_yaml::to_string(&doc).unwrap()).unwrap();
-        let expected: Vec<String> =
-            neuron_dra_operator::validate::validate(&parsed).unwrap().claims.into_iter().map(|c| c.template).collect();
+        let expected: Vec<String> = neuron_dra_operator::logic::validate::validate(&parsed)
+            .unwrap()
+            .claims
+            .into_iter()
+            .map(|c| c.template)
+            .collect();
         configs.push((name, vec![a, b, selected], expected));
     }
     for (name, namespaces, expected) in &configs {

@@ -7,7 +7,7 @@ mod support {
 }
 
 use neuron_dra_operator::api::{NeuronDRAConfigStatus, Phase};
-use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect};
+use neuron_dra_operator::devtools::simulate::{self, FaultKind, TaintEffect};
 use serde_json::json;
 use support::cluster::{eventually, kubeconfig, kubectl, kubectl_with, served_version};
 use support::fleet::Fleet;

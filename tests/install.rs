@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
-use neuron_dra_operator::bundle::{self, Drift};
+use neuron_dra_operator::devtools::bundle::{self, Drift};
 use serde_json::{Value, json};
 use support::cluster::{self, kubectl, repo};
 use support::scenario::Scenario;
@@ -431,8 +431,9 @@ fn the_network_policy_admits_only_metrics_scrapes_of_the_operator() {
 async fn the_documented_crd_upgrade_applies_and_the_operator_accepts_the_result() {
     let client = cluster::admin().await;
     sh_ok(DOC_UPGRADE_CRD);
-    let installed = Api::<CustomResourceDefinition>::all(client).get(neuron_dra_operator::client::CRD_NAME).await;
-    assert_eq!(neuron_dra_operator::crd::check_installed(Some(&installed.unwrap())), Ok(()));
+    let installed =
+        Api::<CustomResourceDefinition>::all(client).get(neuron_dra_operator::runtime::client::CRD_NAME).await;
+    assert_eq!(neuron_dra_operator::runtime::crd::check_installed(Some(&installed.unwrap())), Ok(()));
 }
 
 /// A throwaway CRD, deleted when dropped.
@@ -452,7 +453,7 @@ fn run_operator_checking(crd_name: &str) -> (std::process::ExitStatus, String) {
     let mut child = Command::new(BIN)
         .args(["run", "--metrics-addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0", "--leader-elect", "false"])
         .env("KUBECONFIG", cluster::kubeconfig())
-        .env(neuron_dra_operator::client::CHECK_CRD_ENV, crd_name)
+        .env(neuron_dra_operator::runtime::client::CHECK_CRD_ENV, crd_name)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -481,12 +482,12 @@ fn run_operator_checking(crd_name: &str) -> (std::process::ExitStatus, String) {
 async fn an_operator_started_against_an_older_or_missing_crd_exits_with_the_upgrade_command() {
     let client = cluster::admin().await;
     let group = format!("{}.neurondra.io", cluster::unique("crdold"));
-    let mut older = neuron_dra_operator::crd::crd();
+    let mut older = neuron_dra_operator::runtime::crd::crd();
     older.metadata.name = Some(format!("olderconfigs.{group}"));
     older.metadata.annotations = Some(
         [
-            (neuron_dra_operator::crd::ANNOTATION_VERSION.to_string(), "0.0.1".to_string()),
-            (neuron_dra_operator::crd::ANNOTATION_SCHEMA_HASH.to_string(), "0000".to_string()),
+            (neuron_dra_operator::runtime::crd::ANNOTATION_VERSION.to_string(), "0.0.1".to_string()),
+            (neuron_dra_operator::runtime::crd::ANNOTATION_SCHEMA_HASH.to_string(), "0000".to_string()),
         ]
         .into(),
     );

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use neuron_dra_operator::api::{DeviceSummary, DriverStatus, NeuronDRAConfigStatus, TemplateSummary};
-use neuron_dra_operator::telemetry::{ConfigLabels, ErrorLabels, Metrics, TemplateLabels};
+use neuron_dra_operator::runtime::telemetry::{ConfigLabels, ErrorLabels, Metrics, TemplateLabels};
 use serde_json::Value;
 use support::cluster::{self, repo};
 use support::docs;
@@ -115,7 +115,7 @@ fn exported() -> BTreeSet<String> {
         status: "True".into(),
         reason: "Ready".into(),
         message: String::new(),
-        last_transition_time: Time(neuron_dra_operator::status::now()),
+        last_transition_time: Time(neuron_dra_operator::logic::status::now()),
         observed_generation: None,
     };
     metrics.record_status(

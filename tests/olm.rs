@@ -7,7 +7,7 @@ mod support {
     pub mod tools;
 }
 
-use neuron_dra_operator::bundle;
+use neuron_dra_operator::devtools::bundle;
 use serde_json::Value;
 use support::cluster::repo;
 use support::tools::{self, Run, temp_dir};

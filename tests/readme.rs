@@ -1,9 +1,9 @@
 //! The README stays true: every NeuronDRAConfig in it renders, and every template it shows is what `render` makes
 //! of the config above it.
 
-use neuron_dra_operator::build::build;
 use neuron_dra_operator::cli::parse_config;
-use neuron_dra_operator::validate::validate;
+use neuron_dra_operator::logic::build::build;
+use neuron_dra_operator::logic::validate::validate;
 use serde_yaml::Value;
 
 /// The ```yaml blocks of a Markdown file, in order.

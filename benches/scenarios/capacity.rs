@@ -13,8 +13,8 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use neuron_dra_operator::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
-use neuron_dra_operator::simulate::{self, fleet};
-use neuron_dra_operator::view::{ClaimView, NodeView, SliceView, node_view, slice_view};
+use neuron_dra_operator::cluster::{ClaimView, NodeView, SliceView, node_view, slice_view};
+use neuron_dra_operator::devtools::simulate::{self, fleet};
 use serde_json::{Value, json};
 
 use super::cluster::{Operator, OperatorOptions, TEST_LABEL};
@@ -102,8 +102,8 @@ fn computation(nodes: usize, claims: usize, table: &mut Table) {
         })
         .collect();
     let config: NeuronDRAConfig = serde_json::from_value(config_doc("cap", "ns", "cap")).unwrap();
-    let validated = neuron_dra_operator::validate::validate(&config).unwrap();
-    let inputs = neuron_dra_operator::capacity::Inputs {
+    let validated = neuron_dra_operator::logic::validate::validate(&config).unwrap();
+    let inputs = neuron_dra_operator::logic::capacity::Inputs {
         config: &validated,
         nodes: &node_views,
         slices: &slices,
@@ -114,7 +114,7 @@ fn computation(nodes: usize, claims: usize, table: &mut Table) {
     let mut times = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
-        let result = neuron_dra_operator::capacity::assess(&inputs);
+        let result = neuron_dra_operator::logic::capacity::assess(&inputs);
         times.push(secs(started.elapsed()) * 1000.0);
         assert_eq!(result.len(), validated.claims.len());
     }

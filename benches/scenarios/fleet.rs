@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use neuron_dra_operator::api::NeuronDRAConfig;
-use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect, fleet};
+use neuron_dra_operator::devtools::simulate::{self, FaultKind, TaintEffect, fleet};
 use serde_json::json;
 
 use super::cluster::{Operator, OperatorOptions};

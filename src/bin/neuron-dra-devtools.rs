@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use neuron_dra_operator::{bundle, simulate};
+use neuron_dra_operator::devtools::{bundle, simulate};
 
 #[derive(Parser, Debug)]
 #[command(name = "neuron-dra-devtools", version, about = "Development tools of neuron-dra-operator")]

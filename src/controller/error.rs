@@ -3,7 +3,7 @@
 
 use kube::runtime::finalizer;
 
-use crate::apply::{ApplyError, api_category, brief};
+use crate::controller::act::apply::{ApplyError, api_category, brief};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -4,9 +4,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use super::Context;
-use super::operands::Report;
+use super::act::operands::Report;
 use crate::api::NeuronDRAConfigStatus;
-use crate::health;
+use crate::logic::health;
 
 /// Publishes one event; a failure to publish is logged, never fails the reconcile.
 pub async fn publish(
@@ -25,7 +25,7 @@ pub async fn publish(
 /// reconcile.
 pub async fn send(ctx: &Context, reference: &ObjectReference, event: &Event) {
     if let Err(error) = ctx.recorder.publish(event, reference).await {
-        tracing::warn!(error = %crate::apply::brief(&error), reason = %event.reason, "publishing an event");
+        tracing::warn!(error = %crate::controller::act::apply::brief(&error), reason = %event.reason, "publishing an event");
     }
 }
 

@@ -1,23 +1,18 @@
 //! controller: the kube-runtime controller for `NeuronDRAConfig`: its watch caches, the shared reconcile context and
 //! the retry policy. One reconcile is `reconcile` (plan → operands → observe → status); `run` is in `runtime`.
 
+pub mod act;
 mod capabilities;
-mod changes;
 mod error;
 mod events;
 mod observe;
-mod operands;
 mod plan;
 mod reconcile;
-mod remediation;
-mod rollout;
-mod runtime;
-mod sampling;
 mod validations;
-mod watches;
+mod watch;
 
-use sampling::sampled;
-use watches::{cached, cached_read, watch, without_errors};
+use watch::sampling::sampled;
+use watch::{cached, cached_read, watch, without_errors};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,15 +34,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::NeuronDRAConfig;
-use crate::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
-use crate::taint_rule::TaintRuleView;
-use crate::telemetry::{ConditionLabels, ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
-use crate::view::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
-use tokio::sync::watch;
+use crate::cluster::taint_rule::TaintRuleView;
+use crate::cluster::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
+use crate::logic::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
+use crate::runtime::telemetry::{ConditionLabels, ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
 
 pub use error::Error;
 pub use reconcile::FINALIZER;
-pub use runtime::{RunArgs, run};
 
 /// How long a trigger waits for more before its reconcile starts: long enough to fold the tail of a burst of
 /// owned-object events (a pass's own writes coming back through the watches; those that arrive while the pass runs
@@ -129,7 +122,7 @@ impl Stores {
 pub struct Context {
     pub client: Client,
     /// Server-side apply and delete, with the writes the cache has not shown yet.
-    pub applier: crate::apply::Applier,
+    pub applier: crate::controller::act::apply::Applier,
     pub stores: Stores,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
@@ -138,7 +131,7 @@ pub struct Context {
     /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
     pub taint_rules: Option<kube::core::ApiResource>,
     /// What remediation remembers between reconciles.
-    remediation: remediation::Memory,
+    remediation: act::taint_rules::Memory,
     /// Consecutive failures per config, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
     /// Configs reported as unparseable, with the error: reported once, not on every event.
@@ -148,7 +141,7 @@ pub struct Context {
     /// Claims on unhealthy devices per config at the last reconcile, likewise.
     in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// True once every cache has listed once (see `Context::synced`).
-    synced: watch::Receiver<bool>,
+    synced: tokio::sync::watch::Receiver<bool>,
 }
 
 /// For `cached_read` of views, which are parsed trimmed (see `view`): what is left to drop is what only the watch
@@ -163,7 +156,7 @@ fn forget_versions<K: Resource>(object: &mut K) {
 
 /// What the operator reads of each kind it watches by the thousand (see `view`), for `cached_read`.
 mod reads {
-    use super::changes::fingerprint;
+    use super::watch::changes::fingerprint;
     use super::*;
 
     pub fn node(node: &NodeView) -> u64 {
@@ -193,7 +186,7 @@ async fn taint_rules_cache(
     Option<impl Stream<Item = Result<TaintRuleView, watcher::Error>> + Send + use<>>,
     Option<kube::core::ApiResource>,
 ) {
-    match crate::taint_rule::served(client).await {
+    match crate::cluster::taint_rule::served(client).await {
         Some(resource) => {
             tracing::info!(version = %resource.api_version, "watching DeviceTaintRules");
             let api = Api::<TaintRuleView>::all_with(client.clone(), &resource);
@@ -207,7 +200,7 @@ async fn taint_rules_cache(
         }
         None => {
             tracing::info!("the server serves no DeviceTaintRules: only slice taints count");
-            let mut writer = reflector::store::Writer::new(crate::taint_rule::v1_resource());
+            let mut writer = reflector::store::Writer::new(crate::cluster::taint_rule::v1_resource());
             writer.apply_watcher_event(&watcher::Event::InitDone);
             (writer.as_reader(), None, None)
         }
@@ -230,7 +223,7 @@ pub async fn run_controller(
     client: Client,
     metrics: Arc<Metrics>,
     readiness: Readiness,
-    args: &RunArgs,
+    args: &crate::run::RunArgs,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
@@ -255,14 +248,14 @@ pub async fn run_controller(
         cached_read(Api::<NodeView>::all(client.clone()), by_the_thousand.clone(), forget_versions, reads::node, every);
     let (slices, slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
-        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::build::NEURON_DRIVER)),
+        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::logic::build::NEURON_DRIVER)),
         forget_versions,
         reads::slice,
         every,
     );
     let (efa_slices, efa_slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
-        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::build::EFA_DRIVER)),
+        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::logic::build::EFA_DRIVER)),
         forget_versions,
         reads::slice,
         every,
@@ -317,11 +310,11 @@ pub async fn run_controller(
         revisions,
         validations: Default::default(),
     };
-    let (synced_tx, synced_rx) = watch::channel(false);
+    let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
     let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
     let context = Arc::new(Context {
         client: client.clone(),
-        applier: crate::apply::Applier::default(),
+        applier: crate::controller::act::apply::Applier::default(),
         stores: stores.clone(),
         recorder: Recorder::new(client, reporter),
         metrics,
@@ -354,7 +347,7 @@ pub async fn run_controller(
         .watches_stream(crb_stream, owner_in(&configs))
         .watches_stream(vap_stream, owner_in(&configs))
         .watches_stream(vapb_stream, owner_in(&configs))
-        .watches_stream(changes::changed_objects(pods_stream), owner_in(&configs))
+        .watches_stream(watch::changes::changed_objects(pods_stream), owner_in(&configs))
         .watches_stream(revisions_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);
@@ -456,10 +449,10 @@ impl Context {
         ] {
             gauge.remove(&labels);
         }
-        for type_ in crate::status::ConditionType::ALL {
+        for type_ in crate::logic::status::ConditionType::ALL {
             metrics.condition.remove(&ConditionLabels { config: name.clone(), condition: type_.as_str().into() });
         }
-        for claim in crate::validate::validate(config).map(|v| v.claims).unwrap_or_default() {
+        for claim in crate::logic::validate::validate(config).map(|v| v.claims).unwrap_or_default() {
             let labels = TemplateLabels { config: name.clone(), profile: claim.profile, template: claim.template };
             metrics.template_available.remove(&labels);
             metrics.template_allocated.remove(&labels);

@@ -7,14 +7,14 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 
 use super::Stores;
-use super::operands::{Report, cached, key};
+use super::act::operands::{Report, cached, key};
 use super::plan::{Driver, Plan};
 use crate::api::{DriverStatus, ProfileStatus};
-use crate::build::LABEL_CONFIG;
-use crate::health;
-use crate::status::{Observation, Rollout, Validity};
-use crate::validate::ValidatedConfig;
-use crate::view::{ClaimView, NodeView, PodView, SliceView};
+use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
+use crate::logic::build::LABEL_CONFIG;
+use crate::logic::health;
+use crate::logic::status::{Observation, Rollout, Validity};
+use crate::logic::validate::ValidatedConfig;
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
 pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
@@ -124,7 +124,7 @@ pub struct Snapshot {
     slices: HashMap<String, Vec<Arc<SliceView>>>,
     efa_slices: HashMap<String, Vec<Arc<SliceView>>>,
     claims: Vec<Arc<ClaimView>>,
-    taint_rules: Vec<Arc<crate::taint_rule::TaintRuleView>>,
+    taint_rules: Vec<Arc<crate::cluster::taint_rule::TaintRuleView>>,
 }
 
 fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> {
@@ -138,7 +138,7 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
 }
 
 /// The versions and the stepped rollout (`controller::rollout`) in the driver's status.
-pub fn with_rollout(observation: &mut Observation, driven: super::rollout::Driven) {
+pub fn with_rollout(observation: &mut Observation, driven: super::act::plugin_pods::Driven) {
     if let Rollout::Applied { status, .. } = &mut observation.rollout {
         status.versions = driven.versions;
         status.rollout = driven.rollout;
@@ -188,7 +188,7 @@ impl Snapshot {
 
     /// Claims and room per template over the nodes this config selects.
     pub fn capacity(&self, config: &ValidatedConfig) -> Vec<crate::api::TemplateCapacity> {
-        crate::capacity::assess(&crate::capacity::Inputs {
+        crate::logic::capacity::assess(&crate::logic::capacity::Inputs {
             config,
             nodes: &self.nodes,
             slices: &self.slices,

@@ -9,11 +9,11 @@ use kube::{Resource, ResourceExt};
 
 use super::Stores;
 use crate::api::NeuronDRAConfig;
-use crate::build::{self, Desired};
-use crate::conflict::{self, Claimant, Conflicts};
-use crate::nodes::{self, NodeFilter};
-use crate::status::Validity;
-use crate::validate::{InvalidConfig, ValidatedConfig, validate};
+use crate::logic::build::{self, Desired};
+use crate::logic::conflict::{self, Claimant, Conflicts};
+use crate::logic::nodes::{self, NodeFilter};
+use crate::logic::status::Validity;
+use crate::logic::validate::{InvalidConfig, ValidatedConfig, validate};
 
 /// What kind of pass this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

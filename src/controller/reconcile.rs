@@ -13,14 +13,15 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::operands::{Pass, Report};
+use super::act::operands::{Pass, Report};
+use super::act::{plugin_pods, taint_rules};
 use super::plan::{Driver, Mode, NamespaceState, Plan};
-use super::{Context, Error, GuardedConfig, events, observe, remediation, rollout};
+use super::{Context, Error, GuardedConfig, events, observe};
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
-use crate::apply::shared_manager;
-use crate::build::MANAGER;
-use crate::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
-use crate::telemetry::{ConfigLabels, seconds};
+use crate::controller::act::apply::shared_manager;
+use crate::logic::build::MANAGER;
+use crate::logic::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
+use crate::runtime::telemetry::{ConfigLabels, seconds};
 
 pub const FINALIZER: &str = "neurondra.io/cleanup";
 
@@ -186,10 +187,10 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     {
         events::publish(ctx, &reference, EventType::Warning, Reason::Conflict.as_str(), "Apply", message).await;
     }
-    let remedied = remediation::remediate(ctx, &plan, previous, &reference).await;
+    let remedied = taint_rules::remediate(ctx, &plan, previous, &reference).await;
     pass.report.errors.extend(remedied.errors);
     let snapshot = observe::Snapshot::new(&ctx.stores);
-    let mut driven = rollout::drive(&plan, driver, previous, &snapshot, ctx, &reference).await;
+    let mut driven = plugin_pods::drive(&plan, driver, previous, &snapshot, ctx, &reference).await;
     let (recheck, evict_failed) = (driven.recheck, driven.failed.take());
     let mut observation = observe::observation(config.meta().generation, &plan, driver, &pass.report, &ctx.stores);
     observe::with_rollout(&mut observation, driven);
@@ -296,7 +297,7 @@ async fn write_status(config: &NeuronDRAConfig, observation: &Observation, ctx: 
 
 /// The expectations key of a config.
 pub(super) fn config_key(name: &str) -> String {
-    crate::apply::object_key::<NeuronDRAConfig>(name, None)
+    crate::controller::act::apply::object_key::<NeuronDRAConfig>(name, None)
 }
 
 /// Remembers that the config just changed from the version this pass read, until the cache shows it.
@@ -312,7 +313,7 @@ async fn patch_status(name: &str, status: &NeuronDRAConfigStatus, ctx: &Context)
 }
 
 /// The pass's failed writes, all of them, as the reconcile's error.
-fn failed(errors: Vec<crate::apply::ApplyError>) -> Result<(), Error> {
+fn failed(errors: Vec<crate::controller::act::apply::ApplyError>) -> Result<(), Error> {
     if errors.is_empty() { Ok(()) } else { Err(Error::Writes(errors)) }
 }
 
@@ -322,7 +323,7 @@ fn failed(errors: Vec<crate::apply::ApplyError>) -> Result<(), Error> {
 async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
     let mut pass = Pass::new(ctx, &config.name_any(), config.uid(), Mode::Cleanup);
     pass.delete_unclaimed().await;
-    pass.report.errors.extend(remediation::release_all(ctx, &config.object_ref(&()), &config.name_any()).await);
+    pass.report.errors.extend(taint_rules::release_all(ctx, &config.object_ref(&()), &config.name_any()).await);
     events::changes(ctx, &config.object_ref(&()), &pass.report).await;
     failed(pass.report.errors)?;
     Ok(Action::await_change())

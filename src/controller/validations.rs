@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::api::NeuronDRAConfig;
-use crate::validate::{ValidatedConfig, validate};
+use crate::logic::validate::{ValidatedConfig, validate};
 
 /// A config's generation and what validating it gave (None: invalid).
 type Validated = (Option<i64>, Option<Arc<ValidatedConfig>>);

@@ -6,8 +6,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use neuron_dra_operator::api::NeuronDRAConfigStatus;
-use neuron_dra_operator::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL};
-use neuron_dra_operator::simulate::{self, FaultKind, TaintEffect};
+use neuron_dra_operator::devtools::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL};
+use neuron_dra_operator::devtools::simulate::{self, FaultKind, TaintEffect};
 use serde_json::{Value, json};
 
 use super::cluster::eventually;

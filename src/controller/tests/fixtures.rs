@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 
 use super::super::{Context, GuardedConfig, Stores};
 use crate::api::NeuronDRAConfig;
-use crate::build::{Desired, MANAGER};
-use crate::telemetry::Metrics;
-use crate::view::{NodeView, PodView, SliceView, node_view};
+use crate::cluster::{NodeView, PodView, SliceView, node_view};
+use crate::logic::build::{Desired, MANAGER};
+use crate::runtime::telemetry::Metrics;
 
 /// A store holding `objects`, listed once (ready).
 fn store<K>(objects: Vec<K>) -> Store<K>
@@ -63,7 +63,7 @@ pub struct World {
     pub admission_policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     pub device_classes: Vec<DeviceClass>,
     /// DeviceTaintRules (`v1`); None: the server serves none.
-    pub taint_rules: Option<Vec<crate::taint_rule::TaintRuleView>>,
+    pub taint_rules: Option<Vec<crate::cluster::taint_rule::TaintRuleView>>,
 }
 
 /// Gives an object the resourceVersion a cached copy has.
@@ -127,7 +127,10 @@ impl World {
             slices: store(Vec::<SliceView>::new()),
             efa_slices: store(Vec::<SliceView>::new()),
             claims: store(Vec::new()),
-            taint_rules: store_of(crate::taint_rule::v1_resource(), self.taint_rules.clone().unwrap_or_default()),
+            taint_rules: store_of(
+                crate::cluster::taint_rule::v1_resource(),
+                self.taint_rules.clone().unwrap_or_default(),
+            ),
             plugin_pods: store(Vec::<PodView>::new()),
             revisions: store(Vec::new()),
             validations: Default::default(),
@@ -210,12 +213,12 @@ impl Fixture {
         let reporter = Reporter { controller: MANAGER.into(), instance: None };
         let ctx = Arc::new(Context {
             client: client.clone(),
-            applier: crate::apply::Applier::default(),
+            applier: crate::controller::act::apply::Applier::default(),
             stores: world.stores(),
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
             capabilities: Default::default(),
-            taint_rules: world.taint_rules.as_ref().map(|_| crate::taint_rule::v1_resource()),
+            taint_rules: world.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource()),
             remediation: Default::default(),
             failures: Default::default(),
             unparseable: Default::default(),

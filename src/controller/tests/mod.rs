@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 
 use super::reconcile::FINALIZER;
 use crate::api::NeuronDRAConfig;
-use crate::build::{self, ANNOTATION_SPEC_HASH, Desired};
-use crate::simulate::fleet::{self, FleetSpec};
-use crate::validate::validate;
+use crate::devtools::simulate::fleet::{self, FleetSpec};
+use crate::logic::build::{self, ANNOTATION_SPEC_HASH, Desired};
+use crate::logic::validate::validate;
 use fixtures::{Fixture, World};
 
 const STATUS: &str = "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c/status";
@@ -247,7 +247,7 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
 
     let mut deleted = c.clone();
     deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::status::now()));
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
     let fixture = Fixture::new(&world);
     fixture.reconcile(&deleted).await.unwrap();
     let lines = fixture.lines();
@@ -339,7 +339,7 @@ async fn a_deleted_config_leaves_no_metric_series_and_no_state() {
 
     let mut deleted = c.clone();
     deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::status::now()));
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
     deleted.metadata.resource_version = Some("3".into());
     fixture.reconcile(&deleted).await.unwrap();
     let metrics = fixture.ctx.metrics.encode();

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::fixtures::World;
 use super::{config, config_at, nodes};
 use crate::controller::plan::{Driver, Mode, NamespaceState, Plan};
-use crate::status::Validity;
+use crate::logic::status::Validity;
 
 fn terminating(name: &str) -> k8s_openapi::api::core::v1::Namespace {
     let deleted = json!({"name": name, "deletionTimestamp": "2026-01-01T00:00:00Z"});
@@ -54,7 +54,7 @@ fn an_older_config_keeps_its_nodes_and_templates() {
     let plan = Plan::new(&newer, &world.stores()).unwrap();
     assert_eq!(plan.driver, Driver::BlockedByConflict);
     assert_eq!(plan.conflicts.nodes.len(), 2);
-    let templates: Vec<String> = plan.desired.templates.iter().map(super::super::operands::key).collect();
+    let templates: Vec<String> = plan.desired.templates.iter().map(super::super::act::operands::key).collect();
     assert_eq!(templates, ["team-b/pretrain"], "team-a/pretrain is the older config's");
     assert!(matches!(plan.validity(), Validity::Conflict(_)));
     let plan = Plan::new(&older, &world.stores()).unwrap();

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::fixtures::{Fixture, World};
 use super::{EVENT, STATUS, condition, config, converged, nodes, with_written_status};
-use crate::taint_rule::TaintRuleView;
+use crate::cluster::taint_rule::TaintRuleView;
 
 const RULE: &str = "/apis/resource.k8s.io/v1/devicetaintrules/c.n-0";
 

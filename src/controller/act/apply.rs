@@ -1,0 +1,416 @@
+//! apply: server-side apply of desired objects, skipping those the cluster already holds as wanted, and deletion of
+//! what is no longer wanted. A reconcile that changes nothing sends no write.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::logic::build::MANAGER;
+
+/// What happened to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Unchanged,
+    Created,
+    Updated,
+    /// Written by an earlier reconcile, and the watch cache has not shown that write yet: left alone.
+    Pending,
+}
+
+/// How long a write may take to show up in the watch cache before the cache is trusted again anyway.
+const EXPECTATION_TTL: Duration = Duration::from_secs(10);
+
+/// Writes not yet seen in the watch cache (the "expectations" pattern of upstream controllers). Without them, a
+/// reconcile that runs right after another would act on a stale cache: re-create what was just created, or delete a
+/// template that was just replaced.
+#[derive(Default)]
+pub struct Expectations {
+    /// `Kind/namespace/name` → the resourceVersion the cache held before our write (None: absent), and when.
+    written: Mutex<HashMap<String, (Option<String>, Instant)>>,
+}
+
+impl Expectations {
+    /// True when nothing is awaited for `key`, or the cache (at `cached_version`) has moved past the state our write
+    /// replaced: it shows our write or something newer.
+    pub fn settled(&self, key: &str, cached_version: Option<&str>) -> bool {
+        let mut written = self.written.lock().expect("not poisoned");
+        match written.get(key) {
+            None => true,
+            Some((before, at)) if before.as_deref() != cached_version || at.elapsed() > EXPECTATION_TTL => {
+                written.remove(key);
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// Stops waiting for `key` (its object is gone for good).
+    pub fn forget(&self, key: &str) {
+        self.written.lock().expect("not poisoned").remove(key);
+    }
+
+    /// Records a write that replaced the cached state `before` (its resourceVersion; None where it was absent).
+    pub fn wrote(&self, key: String, before: Option<String>) {
+        self.written.lock().expect("not poisoned").insert(key, (before, Instant::now()));
+    }
+}
+
+/// `Kind/namespace/name` of an object.
+pub fn object_key<K: Resource>(name: &str, namespace: Option<&str>) -> String
+where
+    K::DynamicType: Default,
+{
+    object_key_as::<K>(&K::DynamicType::default(), name, namespace)
+}
+
+/// `Kind/namespace/name` of an object of a kind known at run time (`dt`).
+fn object_key_as<K: Resource>(dt: &K::DynamicType, name: &str, namespace: Option<&str>) -> String {
+    format!("{}/{}/{name}", K::kind(dt), namespace.unwrap_or(""))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("applying {kind} {name}: {}", brief(.source))]
+    Apply { kind: String, name: String, source: kube::Error },
+    #[error("deleting {kind} {name}: {}", brief(.source))]
+    Delete { kind: String, name: String, source: kube::Error },
+}
+
+/// A kube error in one line: for a refusal, what the API server said, with its code and reason (kube's own Display
+/// appends a debug dump of the whole Status, which events, conditions and logs would then carry).
+pub fn brief(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => refusal(status),
+        other => other.to_string(),
+    }
+}
+
+/// What the API server said in a `Status`, with its code and reason, in one line.
+pub fn refusal(status: &kube::core::Status) -> String {
+    format!("{} ({} {})", status.message, status.code, status.reason)
+}
+
+impl ApplyError {
+    pub fn source_error(&self) -> &kube::Error {
+        match self {
+            Self::Apply { source, .. } | Self::Delete { source, .. } => source,
+        }
+    }
+
+    /// The metric label and Warning event reason: what the API server said, or which write failed.
+    pub fn category(&self) -> &'static str {
+        api_category(self.source_error()).unwrap_or(match self {
+            Self::Apply { .. } => "ApplyFailed",
+            Self::Delete { .. } => "DeleteFailed",
+        })
+    }
+}
+
+/// The category of an API server refusal that users act on: `Forbidden` (RBAC), `Conflict`, `Rejected` (invalid).
+pub fn api_category(error: &kube::Error) -> Option<&'static str> {
+    match error {
+        kube::Error::Api(status) if status.code == 403 => Some("Forbidden"),
+        kube::Error::Api(status) if status.code == 409 => Some("Conflict"),
+        kube::Error::Api(status) if status.code == 422 => Some("Rejected"),
+        _ => None,
+    }
+}
+
+/// Field manager for objects several configs share: one per config, so each config's owner reference is its own.
+pub fn shared_manager(config: &str) -> String {
+    format!("{MANAGER}.{config}")
+}
+
+/// True when every field of `desired` is present in `existing` with the same value. Objects compare key by key,
+/// lists element by element (same length), so server-side defaults and other managers' extra fields do not count
+/// as drift. Owner references only need to contain the desired ones (shared objects have several owners).
+pub fn holds(existing: &Value, desired: &Value) -> bool {
+    match (desired, existing) {
+        (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, want_value)| {
+            let have_value = have.get(key).unwrap_or(&Value::Null);
+            if key == "ownerReferences" { contains_all(have_value, want_value) } else { holds(have_value, want_value) }
+        }),
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| holds(h, w))
+        }
+        (Value::Null, _) => true,
+        (want, have) => want == have,
+    }
+}
+
+fn contains_all(have: &Value, want: &Value) -> bool {
+    let have = have.as_array().map(Vec::as_slice).unwrap_or_default();
+    want.as_array().into_iter().flatten().all(|w| have.iter().any(|h| holds(h, w)))
+}
+
+/// Server-side apply and delete, remembering each write until the watch cache shows it.
+#[derive(Default)]
+pub struct Applier {
+    pub expectations: Expectations,
+}
+
+impl Applier {
+    /// Server-side applies `desired` unless `existing` (from the watch cache) already holds it.
+    pub async fn ensure<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        existing: Option<&K>,
+        manager: &str,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+        K::DynamicType: Default,
+    {
+        self.ensure_as(&K::DynamicType::default(), api, desired, existing, manager).await
+    }
+
+    /// `ensure` for a kind known at run time (`dt`), such as DeviceTaintRules in the version the server serves.
+    pub async fn ensure_as<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        existing: Option<&K>,
+        manager: &str,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        self.ensure_with(dt, api, desired, existing, manager, false).await
+    }
+
+    /// `ensure_as`; with `create_absent`, an object the cache lacks is created rather than applied.
+    async fn ensure_with<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        existing: Option<&K>,
+        manager: &str,
+        create_absent: bool,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let key = object_key_as::<K>(dt, &desired.name_any(), desired.meta().namespace.as_deref());
+        if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
+            return Ok(Outcome::Pending);
+        }
+        if let Some(existing) = existing {
+            let have = serde_json::to_value(existing).expect("k8s objects serialize");
+            let mut want = serde_json::to_value(desired).expect("k8s objects serialize");
+            // A dynamic object read from a list carries no apiVersion and kind; the type is not drift.
+            if let Some(want) = want.as_object_mut() {
+                want.remove("apiVersion");
+                want.remove("kind");
+            }
+            if holds(&have, &want) {
+                return Ok(Outcome::Unchanged);
+            }
+        }
+        if create_absent && existing.is_none() {
+            self.create_as(dt, api, desired, None, manager).await?;
+            return Ok(Outcome::Created);
+        }
+        self.apply_as(dt, api, desired, existing.and_then(|e| e.meta().resource_version.clone()), manager).await?;
+        Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
+    }
+
+    /// `ensure` for objects whose spec never changes once created (ResourceClaimTemplates): one the cache does not
+    /// hold is created with a POST, which costs the API server much less than an apply that creates (`make bench`).
+    pub async fn ensure_created<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        existing: Option<&K>,
+        manager: &str,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+        K::DynamicType: Default,
+    {
+        self.ensure_with(&K::DynamicType::default(), api, desired, existing, manager, true).await
+    }
+
+    /// Creates `desired` with a POST under `manager`; one that exists after all (made by someone else, or not in
+    /// the cache yet) is server-side applied instead, which takes its fields over. `before` is the resourceVersion
+    /// the cache holds (a replaced object's, until its deletion shows).
+    pub async fn create<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        before: Option<String>,
+        manager: &str,
+    ) -> Result<(), ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+        K::DynamicType: Default,
+    {
+        self.create_as(&K::DynamicType::default(), api, desired, before, manager).await
+    }
+
+    async fn create_as<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        before: Option<String>,
+        manager: &str,
+    ) -> Result<(), ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let name = desired.name_any();
+        let params = PostParams { field_manager: Some(manager.into()), ..PostParams::default() };
+        match api.create(&params, desired).await {
+            Ok(_) => {
+                self.expectations.wrote(object_key_as::<K>(dt, &name, desired.meta().namespace.as_deref()), before);
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                self.apply_as(dt, api, desired, before, manager).await
+            }
+            Err(source) => Err(ApplyError::Apply { kind: K::kind(dt).into_owned(), name, source }),
+        }
+    }
+
+    /// Server-side applies without looking at the cache; `before` is the resourceVersion the cache holds (if any).
+    pub async fn apply<K>(
+        &self,
+        api: &Api<K>,
+        desired: &K,
+        before: Option<String>,
+        manager: &str,
+    ) -> Result<(), ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+        K::DynamicType: Default,
+    {
+        self.apply_as(&K::DynamicType::default(), api, desired, before, manager).await
+    }
+
+    async fn apply_as<K>(
+        &self,
+        dt: &K::DynamicType,
+        api: &Api<K>,
+        desired: &K,
+        before: Option<String>,
+        manager: &str,
+    ) -> Result<(), ApplyError>
+    where
+        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let name = desired.name_any();
+        let applied = api
+            .patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(desired))
+            .await
+            .map_err(|source| ApplyError::Apply { kind: K::kind(dt).into_owned(), name: name.clone(), source })?;
+        // An apply that changed nothing leaves the version as it was: nothing to wait for.
+        if applied.meta().resource_version != before {
+            let key = object_key_as::<K>(dt, &name, desired.meta().namespace.as_deref());
+            self.expectations.wrote(key, before);
+        }
+        Ok(())
+    }
+
+    /// Deletes `cached` in the background; one that is already gone counts as deleted. Returns false (and sends
+    /// nothing) while an earlier delete of it has not reached the cache.
+    pub async fn delete<K>(&self, api: &Api<K>, cached: &K) -> Result<bool, ApplyError>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+        K::DynamicType: Default,
+    {
+        self.delete_as(&K::DynamicType::default(), api, cached).await
+    }
+
+    /// `delete` for a kind known at run time (`dt`).
+    pub async fn delete_as<K>(&self, dt: &K::DynamicType, api: &Api<K>, cached: &K) -> Result<bool, ApplyError>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let name = cached.name_any();
+        let key = object_key_as::<K>(dt, &name, cached.meta().namespace.as_deref());
+        if !self.expectations.settled(&key, cached.meta().resource_version.as_deref()) {
+            return Ok(false);
+        }
+        delete_as(dt, api, &name).await?;
+        self.expectations.wrote(key, cached.meta().resource_version.clone());
+        Ok(true)
+    }
+}
+
+/// Deletes an object in the background; one that is already gone counts as deleted.
+pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    delete_as(&K::DynamicType::default(), api, name).await
+}
+
+async fn delete_as<K>(dt: &K::DynamicType, api: &Api<K>, name: &str) -> Result<(), ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let params = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..DeleteParams::default() };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(ApplyError::Delete { kind: K::kind(dt).into_owned(), name: name.into(), source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn server_defaults_and_extra_fields_are_not_drift() {
+        let desired = json!({"spec": {"template": {"containers": [{"name": "c", "image": "a:1"}]}}});
+        let existing = json!({"spec": {"revisionHistoryLimit": 10,
+            "template": {"containers": [{"name": "c", "image": "a:1", "terminationMessagePath": "/dev/x"}]}}});
+        assert!(holds(&existing, &desired));
+    }
+
+    #[test]
+    fn a_changed_value_or_list_is_drift() {
+        let desired = json!({"spec": {"template": {"containers": [{"name": "c", "image": "a:1"}]}}});
+        assert!(!holds(&json!({"spec": {"template": {"containers": [{"name": "c", "image": "a:2"}]}}}), &desired));
+        assert!(!holds(&json!({"spec": {"template": {"containers": []}}}), &desired));
+        assert!(!holds(&json!({}), &desired));
+        assert!(!holds(&json!({"metadata": {"labels": {"a": "b"}}}), &json!({"metadata": {"labels": {"a": "c"}}})));
+    }
+
+    #[test]
+    fn an_expectation_holds_until_the_cache_moves_past_the_replaced_state() {
+        let expectations = Expectations::default();
+        assert!(expectations.settled("k", Some("1")), "nothing awaited");
+        expectations.wrote("k".into(), Some("4".into()));
+        assert!(!expectations.settled("k", Some("4")), "the cache still shows the object our write replaced");
+        assert!(expectations.settled("k", Some("9")), "our write, or a later one (a status update), is in the cache");
+        assert!(expectations.settled("k", Some("4")), "settled once: the cache is trusted again");
+        expectations.wrote("created".into(), None);
+        assert!(!expectations.settled("created", None), "the cache has not seen the create");
+        assert!(expectations.settled("created", Some("1")));
+        expectations.wrote("deleted".into(), Some("7".into()));
+        assert!(!expectations.settled("deleted", Some("7")), "deleted, the cache still shows it");
+        assert!(expectations.settled("deleted", None));
+    }
+
+    #[test]
+    fn owner_references_need_only_contain_ours() {
+        let ours = json!({"uid": "1", "name": "a"});
+        let desired = json!({"metadata": {"ownerReferences": [ours]}});
+        assert!(holds(&json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "b"}, ours]}}), &desired));
+        assert!(!holds(&json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "b"}]}}), &desired));
+    }
+}

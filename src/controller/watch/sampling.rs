@@ -1,0 +1,98 @@
+//! Rate-limiting of the watch streams that map to every config.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+
+/// Lets through at most one item per `period`: an item after a quiet period passes at once, and the items that
+/// arrive within `period` of it pass as their latest when the period ends; `stream` is drained all along so its
+/// cache stays current. Claims in a busy cluster change every few milliseconds; mapped to every config one by one,
+/// each change would push every config's debounced reconcile further out, and a config with nothing else to
+/// trigger it would never be reconciled. A lone change (a device taint) is not delayed.
+pub fn sampled<S>(stream: S, period: Duration) -> impl Stream<Item = S::Item> + Send
+where
+    S: Stream + Send + Unpin + 'static,
+    S::Item: Send,
+{
+    // State: the stream, whether it ended, and when the last item passed.
+    futures::stream::unfold((stream, false, None), move |(mut stream, ended, passed)| async move {
+        if ended {
+            return None;
+        }
+        let now = tokio::time::Instant::now();
+        let cooled = passed.is_none_or(|at| now >= at + period);
+        if cooled {
+            let first = stream.next().await?;
+            return Some((first, (stream, false, Some(tokio::time::Instant::now()))));
+        }
+        let window = tokio::time::sleep_until(passed.expect("cooling") + period);
+        tokio::pin!(window);
+        let mut latest = None;
+        loop {
+            tokio::select! {
+                _ = &mut window => {
+                    let item = match latest {
+                        Some(item) => item,
+                        // Nothing within the period: the next item passes at once.
+                        None => stream.next().await?,
+                    };
+                    return Some((item, (stream, false, Some(tokio::time::Instant::now()))));
+                }
+                next = stream.next() => match next {
+                    Some(item) => latest = Some(item),
+                    None => return latest.map(|item| (item, (stream, true, None))),
+                },
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_passes_as_its_first_and_its_latest_item_and_the_end_flushes() {
+        let (sender, receiver) = futures::channel::mpsc::unbounded::<u32>();
+        let mut out = Box::pin(sampled(receiver, Duration::from_millis(50)));
+        for i in 0..100 {
+            sender.unbounded_send(i).unwrap();
+        }
+        assert_eq!(out.next().await, Some(0), "the first item passes at once");
+        assert_eq!(out.next().await, Some(99), "then one item for the rest of the burst, the latest");
+        sender.unbounded_send(100).unwrap();
+        sender.unbounded_send(101).unwrap();
+        drop(sender);
+        assert_eq!(out.next().await, Some(101));
+        assert_eq!(out.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn items_further_apart_than_the_period_all_pass_without_delay() {
+        let (sender, receiver) = futures::channel::mpsc::unbounded::<u32>();
+        let mut out = Box::pin(sampled(receiver, Duration::from_millis(200)));
+        sender.unbounded_send(1).unwrap();
+        assert_eq!(out.next().await, Some(1));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sent = std::time::Instant::now();
+        sender.unbounded_send(2).unwrap();
+        assert_eq!(out.next().await, Some(2));
+        assert!(sent.elapsed() < Duration::from_millis(150), "a lone item after a quiet period is not held back");
+    }
+
+    #[tokio::test]
+    async fn under_constant_churn_items_pass_once_per_period() {
+        let (sender, receiver) = futures::channel::mpsc::unbounded::<u32>();
+        let out = sampled(receiver, Duration::from_millis(100));
+        let feeder = tokio::spawn(async move {
+            for i in 0..100 {
+                sender.unbounded_send(i).unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let passed: Vec<u32> = out.collect().await;
+        feeder.await.unwrap();
+        assert!((3..=9).contains(&passed.len()), "about one per 100 ms over ~0.5 s: {passed:?}");
+        assert_eq!(passed.last(), Some(&99), "the latest item is never lost");
+    }
+}

@@ -1,0 +1,179 @@
+//! build (pure): a `ValidatedConfig` to every object the operator applies. `render` prints exactly this.
+
+mod device_class;
+mod driver;
+mod fence;
+mod templates;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+use serde::Serialize;
+
+use crate::api::NeuronDRAConfig;
+use crate::logic::validate::ValidatedConfig;
+
+pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
+pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
+pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
+pub use templates::{
+    EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
+    SUBREQUEST_PREFERRED, resource_claim_template, subrequest_name, template_spec,
+};
+
+pub const MANAGER: &str = "neuron-dra-operator";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const LABEL_CONFIG: &str = "neurondra.io/config";
+pub const LABEL_PROFILE: &str = "neurondra.io/profile";
+/// On the claims made from a template (copied there by the resourceclaim controller): the template's name.
+pub const LABEL_CLAIM_TEMPLATE: &str = "neurondra.io/template";
+/// On objects several configs may share (the driver Namespace, the DeviceClass) instead of `neurondra.io/config`.
+pub const LABEL_SHARED: &str = "neurondra.io/shared";
+/// Hash of a template's spec: templates are immutable, so a changed hash means delete and re-create.
+pub const ANNOTATION_SPEC_HASH: &str = "neurondra.io/spec-hash";
+
+/// Everything one config asks for, in apply order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desired {
+    pub namespace: Namespace,
+    pub service_account: ServiceAccount,
+    pub cluster_role: ClusterRole,
+    pub cluster_role_binding: ClusterRoleBinding,
+    /// The fence: the plugin may write only its own node's ResourceSlices.
+    pub admission_policy: ValidatingAdmissionPolicy,
+    pub admission_policy_binding: ValidatingAdmissionPolicyBinding,
+    pub device_class: DeviceClass,
+    /// The DeviceClass that serves `extendedResourceName`, when the spec names one.
+    pub extended_resource_class: Option<DeviceClass>,
+    pub daemon_set: DaemonSet,
+    /// Sorted by namespace, then in profile order.
+    pub templates: Vec<ResourceClaimTemplate>,
+}
+
+/// Builds every object for `config`, with templates in each of `namespaces`.
+pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
+    let mut namespaces: Vec<&String> = namespaces.iter().collect();
+    namespaces.sort();
+    namespaces.dedup();
+    let templates = namespaces
+        .into_iter()
+        .flat_map(|ns| config.claims.iter().map(move |claim| resource_claim_template(config, claim, ns)))
+        .collect();
+    Desired {
+        namespace: namespace(config),
+        service_account: service_account(config),
+        cluster_role: cluster_role(config),
+        cluster_role_binding: cluster_role_binding(config),
+        admission_policy: admission_policy(config),
+        admission_policy_binding: admission_policy_binding(config),
+        device_class: device_class(config),
+        extended_resource_class: extended_resource_class(config),
+        daemon_set: daemon_set(config),
+        templates,
+    }
+}
+
+impl Desired {
+    /// The objects as one multi-document YAML stream, in apply order.
+    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
+        let mut out = String::new();
+        let mut push = |object: &dyn erased::Yaml| -> Result<(), serde_yaml::Error> {
+            out.push_str("---\n");
+            out.push_str(&object.yaml()?);
+            Ok(())
+        };
+        push(&self.namespace)?;
+        push(&self.service_account)?;
+        push(&self.cluster_role)?;
+        push(&self.cluster_role_binding)?;
+        push(&self.admission_policy)?;
+        push(&self.admission_policy_binding)?;
+        push(&self.device_class)?;
+        if let Some(class) = &self.extended_resource_class {
+            push(class)?;
+        }
+        push(&self.daemon_set)?;
+        for template in &self.templates {
+            push(template)?;
+        }
+        Ok(out)
+    }
+}
+
+mod erased {
+    pub trait Yaml {
+        fn yaml(&self) -> Result<String, serde_yaml::Error>;
+    }
+    impl<T: serde::Serialize> Yaml for T {
+        fn yaml(&self) -> Result<String, serde_yaml::Error> {
+            serde_yaml::to_string(self)
+        }
+    }
+}
+
+/// Labels on objects that belong to one config.
+pub fn config_labels(config: &ValidatedConfig) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), MANAGER.to_string()),
+        (LABEL_CONFIG.to_string(), config.name.clone()),
+    ])
+}
+
+/// Labels on objects that several configs may share.
+pub fn shared_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_string(), MANAGER.to_string()),
+        (LABEL_SHARED.to_string(), "true".to_string()),
+    ])
+}
+
+/// Owner reference to the config; absent when rendering offline (no uid yet). Shared objects get a
+/// non-controller reference from each config, so garbage collection keeps them until the last owner goes.
+fn owner_references(config: &ValidatedConfig, controller: bool) -> Option<Vec<OwnerReference>> {
+    let uid = config.uid.clone()?;
+    Some(vec![OwnerReference {
+        api_version: NeuronDRAConfig::api_version(&()).into_owned(),
+        kind: NeuronDRAConfig::kind(&()).into_owned(),
+        name: config.name.clone(),
+        uid,
+        controller: Some(controller),
+        block_owner_deletion: Some(true),
+    }])
+}
+
+/// Metadata of an object that belongs to one config.
+pub fn owned_meta(config: &ValidatedConfig, name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(config_labels(config)),
+        owner_references: owner_references(config, true),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Metadata of an object that several configs may share.
+fn shared_meta(config: &ValidatedConfig, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        labels: Some(shared_labels()),
+        owner_references: owner_references(config, false),
+        ..ObjectMeta::default()
+    }
+}
+
+/// First 16 hex characters of the SHA-256 of a value's JSON form.
+pub fn short_hash(value: &impl Serialize) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(value).expect("k8s objects serialize");
+    hex::encode(&Sha256::digest(bytes)[..8])
+}
+
+#[cfg(test)]
+mod tests;

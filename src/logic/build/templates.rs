@@ -1,0 +1,223 @@
+//! The profile compiler: one resolved claim to a ResourceClaimTemplate (the rules are in docs/neuron-driver.md,
+//! "How workloads are expressed as claims").
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::resource::v1::{
+    CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceConstraint, DeviceRequest, DeviceSelector,
+    DeviceSubRequest, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaimSpec, ResourceClaimTemplate,
+    ResourceClaimTemplateSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use serde_json::json;
+
+use super::{
+    ANNOTATION_SPEC_HASH, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, LABEL_PROFILE, NEURON_DRIVER, owned_meta, short_hash,
+};
+use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
+
+pub const REQUEST_NEURONS: &str = "neurons";
+pub const REQUEST_EFA: &str = "efa";
+/// Subrequest names of a request with fallbacks (see `subrequest_name`).
+pub const SUBREQUEST_PREFERRED: &str = "preferred";
+pub const SUBREQUEST_FALLBACK: &str = "fallback";
+pub const EFA_DEVICE_CLASS: &str = "efa.networking.k8s.aws";
+/// The EFA DRA driver's name (DRANET): `ResourceSlice.spec.driver` and the domain of its attributes.
+pub const EFA_DRIVER: &str = "dra.net";
+/// The `pciDevice` DRANET reports for an EFA, which the EFA DeviceClass selects on.
+pub const EFA_PCI_DEVICE: &str = "Elastic Fabric Adapter (EFA)";
+const OPAQUE_API_VERSION: &str = "neuron.aws.com/v1";
+
+pub fn resource_claim_template(config: &ValidatedConfig, claim: &ClaimSpec, namespace: &str) -> ResourceClaimTemplate {
+    let spec = template_spec(config, claim);
+    let mut metadata = owned_meta(config, &claim.template, Some(namespace));
+    metadata.labels.get_or_insert_with(BTreeMap::new).insert(LABEL_PROFILE.into(), claim.profile.clone());
+    metadata.annotations = Some(BTreeMap::from([(ANNOTATION_SPEC_HASH.to_string(), short_hash(&spec))]));
+    ResourceClaimTemplate { metadata, spec }
+}
+
+/// The template's spec: labels for the claims made from it, requests, constraints and opaque config for one claim.
+pub fn template_spec(owner: &ValidatedConfig, claim: &ClaimSpec) -> ResourceClaimTemplateSpec {
+    let device_class = owner.spec.device_class_name.as_str();
+    let mut devices = Devices::default();
+    match claim.choices.as_slice() {
+        [only] => devices.exactly(only, device_class),
+        choices => devices.first_available(choices, device_class),
+    }
+
+    // Copied onto every claim made from the template, so status can count each template's claims.
+    let claim_labels = BTreeMap::from([
+        (LABEL_CONFIG.to_string(), owner.name.clone()),
+        (LABEL_PROFILE.to_string(), claim.profile.clone()),
+        (LABEL_CLAIM_TEMPLATE.to_string(), claim.template.clone()),
+    ]);
+    ResourceClaimTemplateSpec {
+        metadata: Some(ObjectMeta { labels: Some(claim_labels), ..ObjectMeta::default() }),
+        spec: ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(devices.requests),
+                constraints: Some(devices.constraints).filter(|c| !c.is_empty()),
+                config: Some(devices.config).filter(|c| !c.is_empty()),
+            }),
+        },
+    }
+}
+
+/// The parts of a claim's `devices` being built.
+#[derive(Default)]
+struct Devices {
+    requests: Vec<DeviceRequest>,
+    constraints: Vec<DeviceConstraint>,
+    config: Vec<DeviceClaimConfiguration>,
+}
+
+impl Devices {
+    /// A claim without fallbacks: the `neurons` request (and `efa`), as `exactly` requests.
+    fn exactly(&mut self, choice: &Choice, device_class: &str) {
+        match &choice.kind {
+            ClaimKind::Devices { count, efa } => {
+                let selectors = neuron_selectors(choice, "neuron_device");
+                self.requests.push(exact_request(REQUEST_NEURONS, device_class, *count, selectors));
+                let mut aligned = vec![REQUEST_NEURONS.to_string()];
+                if let Some(efa_count) = efa {
+                    self.requests.push(exact_request(REQUEST_EFA, EFA_DEVICE_CLASS, *efa_count, Vec::new()));
+                    aligned.push(REQUEST_EFA.to_string());
+                }
+                if let Some(group) = device_group(*count, efa.is_some()) {
+                    self.constraints.push(group_constraint(group, aligned));
+                }
+            }
+            ClaimKind::UltraServerNode { nodes } => {
+                let selectors = neuron_selectors(choice, "neuron_node");
+                self.requests.push(exact_request(REQUEST_NEURONS, device_class, Count::Exactly(1), selectors));
+                self.config.push(opaque(
+                    REQUEST_NEURONS,
+                    json!({"apiVersion": OPAQUE_API_VERSION, "kind": "UltraServerConfig", "ultraserverMode": nodes}),
+                ));
+            }
+        }
+        self.lnc(choice, REQUEST_NEURONS);
+    }
+
+    /// A claim with fallbacks: one `neurons` request whose `firstAvailable` subrequests are the choices in order,
+    /// each with its own connected-group constraint and LNC config, which apply only when it is the one chosen.
+    /// Validation keeps EFA and UltraServer claims out of here.
+    fn first_available(&mut self, choices: &[Choice], device_class: &str) {
+        let mut subrequests = Vec::new();
+        for (rank, choice) in choices.iter().enumerate() {
+            let ClaimKind::Devices { count, efa: None } = choice.kind else {
+                unreachable!("validation refuses fallbacks with EFA or ultraServerNodes")
+            };
+            let name = subrequest_name(rank);
+            let (allocation_mode, exact) = allocation(count);
+            subrequests.push(DeviceSubRequest {
+                name: name.clone(),
+                device_class_name: device_class.into(),
+                allocation_mode,
+                count: exact,
+                selectors: cel_selectors(neuron_selectors(choice, "neuron_device")),
+                ..DeviceSubRequest::default()
+            });
+            let reference = format!("{REQUEST_NEURONS}/{name}");
+            if let Some(group) = device_group(count, false) {
+                self.constraints.push(group_constraint(group, vec![reference.clone()]));
+            }
+            self.lnc(choice, &reference);
+        }
+        self.requests.push(DeviceRequest {
+            name: REQUEST_NEURONS.into(),
+            first_available: Some(subrequests),
+            ..DeviceRequest::default()
+        });
+    }
+
+    /// The `NeuronConfig` for `request` (a request or `request/subrequest`) when the choice sets LNC.
+    fn lnc(&mut self, choice: &Choice, request: &str) {
+        if let Some(lnc) = choice.logical_neuron_core {
+            self.config.push(opaque(
+                request,
+                json!({"apiVersion": OPAQUE_API_VERSION, "kind": "NeuronConfig", "logicalNeuronCore": lnc}),
+            ));
+        }
+    }
+}
+
+/// The subrequest name of the choice at `rank`: `preferred` for the request as written, then `fallback-1` for
+/// `fallbacks[0]`, `fallback-2` for `fallbacks[1]`, ... (allocation results name them as `neurons/<name>`).
+pub fn subrequest_name(rank: usize) -> String {
+    match rank {
+        0 => SUBREQUEST_PREFERRED.to_string(),
+        n => format!("{SUBREQUEST_FALLBACK}-{n}"),
+    }
+}
+
+fn group_constraint(group: u32, requests: Vec<String>) -> DeviceConstraint {
+    DeviceConstraint {
+        requests: Some(requests),
+        match_attribute: Some(format!("resource.aws.com/devicegroup{group}_id")),
+        ..DeviceConstraint::default()
+    }
+}
+
+/// The `devicegroup<N>_id` attribute that keeps N devices (and their EFAs) connected, if any is needed.
+/// With EFA, a single device is paired with its own EFA through `devicegroup1_id`.
+fn device_group(count: Count, efa: bool) -> Option<u32> {
+    match count {
+        Count::Exactly(n @ (4 | 8 | 16)) => Some(n),
+        Count::Exactly(1) if efa => Some(1),
+        _ => None,
+    }
+}
+
+/// CEL selectors on Neuron attributes; every one must hold.
+fn neuron_selectors(choice: &Choice, resource_type: &str) -> Vec<String> {
+    let attribute = |name: &str, value: &str| format!("device.attributes['{NEURON_DRIVER}'].{name} == '{value}'");
+    let mut selectors = vec![attribute("resourceType", resource_type)];
+    if let Some(instance_type) = &choice.instance_type {
+        selectors.push(attribute("instanceType", instance_type));
+    }
+    if let Some(version) = &choice.neuron_driver_version {
+        selectors.push(attribute("neuronDriverVersion", version));
+    }
+    selectors
+}
+
+/// `allocationMode` and `count` of a request or subrequest.
+fn allocation(count: Count) -> (Option<String>, Option<i64>) {
+    match count {
+        Count::All => (Some("All".into()), None),
+        Count::Exactly(n) => (Some("ExactCount".into()), Some(i64::from(n))),
+    }
+}
+
+fn cel_selectors(expressions: Vec<String>) -> Option<Vec<DeviceSelector>> {
+    let selectors: Vec<DeviceSelector> = expressions
+        .into_iter()
+        .map(|expression| DeviceSelector { cel: Some(CELDeviceSelector { expression }) })
+        .collect();
+    Some(selectors).filter(|s| !s.is_empty())
+}
+
+fn exact_request(name: &str, device_class: &str, count: Count, selectors: Vec<String>) -> DeviceRequest {
+    let (allocation_mode, count) = allocation(count);
+    DeviceRequest {
+        name: name.into(),
+        exactly: Some(ExactDeviceRequest {
+            device_class_name: device_class.into(),
+            allocation_mode,
+            count,
+            selectors: cel_selectors(selectors),
+            ..ExactDeviceRequest::default()
+        }),
+        ..DeviceRequest::default()
+    }
+}
+
+/// Opaque Neuron driver parameters for `request` (a request, or `request/subrequest`).
+fn opaque(request: &str, parameters: serde_json::Value) -> DeviceClaimConfiguration {
+    DeviceClaimConfiguration {
+        requests: Some(vec![request.into()]),
+        opaque: Some(OpaqueDeviceConfiguration { driver: NEURON_DRIVER.into(), parameters: RawExtension(parameters) }),
+    }
+}

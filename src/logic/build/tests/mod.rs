@@ -1,0 +1,463 @@
+//! One test per profile compile rule, and the driver defaults of AWS's chart (docs/neuron-driver.md).
+
+use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceRequest, ResourceClaimTemplate};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::cli::parse_config;
+use crate::logic::validate::validate;
+
+fn config(profiles: Value) -> ValidatedConfig {
+    config_with(json!({ "profiles": profiles }))
+}
+
+fn config_with(spec: Value) -> ValidatedConfig {
+    let doc = json!({
+        "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
+        "metadata": {"name": "pool", "uid": "1234"}, "spec": spec,
+    });
+    let parsed = parse_config(&serde_json::to_string(&doc).unwrap()).expect("parses");
+    validate(&parsed).expect("valid")
+}
+
+fn templates(profiles: Value) -> Vec<ResourceClaimTemplate> {
+    build(&config(profiles), &["team-a".to_string()]).templates
+}
+
+fn devices(template: &ResourceClaimTemplate) -> &DeviceClaim {
+    template.spec.spec.devices.as_ref().unwrap()
+}
+
+fn request<'a>(template: &'a ResourceClaimTemplate, name: &str) -> &'a DeviceRequest {
+    devices(template).requests.iter().flatten().find(|r| r.name == name).expect("request present")
+}
+
+fn selectors(request: &DeviceRequest) -> Vec<String> {
+    request.exactly.as_ref().unwrap().selectors.iter().flatten().map(|s| s.cel.clone().unwrap().expression).collect()
+}
+
+fn opaque_params(template: &ResourceClaimTemplate) -> Vec<Value> {
+    devices(template).config.iter().flatten().map(|c| c.opaque.clone().unwrap().parameters.0).collect()
+}
+
+#[test]
+fn training_four_devices_is_exact_count_with_devicegroup4_constraint() {
+    let t = templates(json!([{"name": "ft", "training": {"instanceType": "trn2.48xlarge", "devices": 4}}]));
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].metadata.name.as_deref(), Some("ft"));
+    let requests = devices(&t[0]).requests.clone().unwrap();
+    assert_eq!(requests.len(), 1, "only the neurons request");
+    let neurons = request(&t[0], "neurons").exactly.clone().unwrap();
+    assert_eq!(neurons.device_class_name, "neuron.aws.com");
+    assert_eq!(neurons.allocation_mode.as_deref(), Some("ExactCount"));
+    assert_eq!(neurons.count, Some(4));
+    assert!(
+        selectors(request(&t[0], "neurons"))
+            .contains(&"device.attributes['neuron.aws.com'].instanceType == 'trn2.48xlarge'".to_string())
+    );
+    let constraints = devices(&t[0]).constraints.clone().unwrap();
+    assert_eq!(constraints.len(), 1);
+    assert_eq!(constraints[0].match_attribute.as_deref(), Some("resource.aws.com/devicegroup4_id"));
+    assert_eq!(constraints[0].requests, Some(vec!["neurons".to_string()]));
+    assert!(devices(&t[0]).config.is_none(), "no opaque config without LNC");
+}
+
+#[test]
+fn devices_all_is_allocation_mode_all_without_constraint() {
+    let t = templates(json!([{"name": "p", "training": {"instanceType": "trn2.48xlarge"}}]));
+    let neurons = request(&t[0], "neurons").exactly.clone().unwrap();
+    assert_eq!(neurons.allocation_mode.as_deref(), Some("All"));
+    assert_eq!(neurons.count, None);
+    assert!(devices(&t[0]).constraints.is_none());
+}
+
+#[test]
+fn eight_and_sixteen_devices_use_their_group_attribute_and_one_uses_none() {
+    for (n, attribute) in
+        [(8, Some("resource.aws.com/devicegroup8_id")), (16, Some("resource.aws.com/devicegroup16_id")), (1, None)]
+    {
+        let t = templates(json!([{"name": "p", "training": {"devices": n}}]));
+        let found = devices(&t[0]).constraints.iter().flatten().next().and_then(|c| c.match_attribute.clone());
+        assert_eq!(found.as_deref(), attribute, "devices {n}");
+        assert_eq!(request(&t[0], "neurons").exactly.as_ref().unwrap().count, Some(n));
+    }
+}
+
+#[test]
+fn no_instance_type_means_no_instance_type_selector_but_device_entries_only() {
+    let t = templates(json!([{"name": "p", "training": {"devices": 4}}]));
+    assert_eq!(
+        selectors(request(&t[0], "neurons")),
+        vec!["device.attributes['neuron.aws.com'].resourceType == 'neuron_device'"]
+    );
+}
+
+#[test]
+fn driver_version_pins_a_selector() {
+    let t = templates(json!([{"name": "p", "training": {"devices": 1, "neuronDriverVersion": "2.25.4.0"}}]));
+    assert!(
+        selectors(request(&t[0], "neurons"))
+            .contains(&"device.attributes['neuron.aws.com'].neuronDriverVersion == '2.25.4.0'".to_string())
+    );
+}
+
+#[test]
+fn logical_neuron_core_adds_neuron_config_for_the_neurons_request() {
+    let t = templates(json!([{"name": "p", "training": {"instanceType": "trn2.48xlarge", "logicalNeuronCore": 1}}]));
+    let config = devices(&t[0]).config.clone().unwrap();
+    assert_eq!(config.len(), 1);
+    assert_eq!(config[0].requests, Some(vec!["neurons".to_string()]));
+    let opaque = config[0].opaque.clone().unwrap();
+    assert_eq!(opaque.driver, "neuron.aws.com");
+    assert_eq!(
+        opaque.parameters.0,
+        json!({"apiVersion": "neuron.aws.com/v1", "kind": "NeuronConfig", "logicalNeuronCore": 1})
+    );
+}
+
+#[test]
+fn efa_adds_a_request_with_the_same_count_under_one_constraint() {
+    let t = templates(json!([{"name": "p", "training": {"instanceType": "trn2.48xlarge", "devices": 8, "efa": true}}]));
+    let efa = request(&t[0], "efa").exactly.clone().unwrap();
+    assert_eq!(efa.device_class_name, "efa.networking.k8s.aws");
+    assert_eq!(efa.allocation_mode.as_deref(), Some("ExactCount"));
+    assert_eq!(efa.count, Some(8));
+    let constraints = devices(&t[0]).constraints.clone().unwrap();
+    assert_eq!(constraints.len(), 1);
+    assert_eq!(constraints[0].match_attribute.as_deref(), Some("resource.aws.com/devicegroup8_id"));
+    assert_eq!(constraints[0].requests, Some(vec!["neurons".to_string(), "efa".to_string()]));
+}
+
+#[test]
+fn efa_with_all_devices_claims_all_efas() {
+    let t = templates(json!([{"name": "p", "training": {"instanceType": "trn2.48xlarge", "efa": true}}]));
+    assert_eq!(request(&t[0], "efa").exactly.as_ref().unwrap().allocation_mode.as_deref(), Some("All"));
+}
+
+#[test]
+fn efa_on_trn1_32xlarge_counts_one_efa_per_two_devices() {
+    let t =
+        templates(json!([{"name": "p", "training": {"instanceType": "trn1.32xlarge", "devices": 16, "efa": true}}]));
+    assert_eq!(request(&t[0], "efa").exactly.as_ref().unwrap().count, Some(8));
+}
+
+#[test]
+fn single_device_with_efa_pairs_through_devicegroup1() {
+    let t = templates(json!([{"name": "p", "training": {"instanceType": "trn2.48xlarge", "devices": 1, "efa": true}}]));
+    let constraint = devices(&t[0]).constraints.clone().unwrap().remove(0);
+    assert_eq!(constraint.match_attribute.as_deref(), Some("resource.aws.com/devicegroup1_id"));
+}
+
+#[test]
+fn ultra_server_nodes_claims_one_node_entry_with_ultraserver_config() {
+    let t = templates(json!([{"name": "us", "longContextInference": {
+        "instanceType": "trn2u.48xlarge", "ultraServerNodes": 2, "logicalNeuronCore": 1}}]));
+    let neurons = request(&t[0], "neurons").exactly.clone().unwrap();
+    assert_eq!(neurons.allocation_mode.as_deref(), Some("ExactCount"));
+    assert_eq!(neurons.count, Some(1));
+    let sel = selectors(request(&t[0], "neurons"));
+    assert!(sel.contains(&"device.attributes['neuron.aws.com'].resourceType == 'neuron_node'".to_string()));
+    assert!(sel.contains(&"device.attributes['neuron.aws.com'].instanceType == 'trn2u.48xlarge'".to_string()));
+    assert_eq!(
+        opaque_params(&t[0]),
+        vec![
+            json!({"apiVersion": "neuron.aws.com/v1", "kind": "UltraServerConfig", "ultraserverMode": 2}),
+            json!({"apiVersion": "neuron.aws.com/v1", "kind": "NeuronConfig", "logicalNeuronCore": 1}),
+        ]
+    );
+    assert!(devices(&t[0]).constraints.is_none());
+}
+
+#[test]
+fn disaggregated_gives_prefill_and_decode_templates() {
+    let t = templates(json!([{"name": "serve", "disaggregated": {
+        "prefill": {"instanceType": "trn2.48xlarge", "devices": 8, "efa": true},
+        "decode": {"instanceType": "trn2.48xlarge", "devices": 4}}}]));
+    let names: Vec<_> = t.iter().map(|t| t.metadata.name.clone().unwrap()).collect();
+    assert_eq!(names, ["serve-prefill", "serve-decode"]);
+    assert_eq!(request(&t[0], "neurons").exactly.as_ref().unwrap().count, Some(8));
+    assert!(devices(&t[0]).requests.iter().flatten().any(|r| r.name == "efa"));
+    assert_eq!(request(&t[1], "neurons").exactly.as_ref().unwrap().count, Some(4));
+    assert!(!devices(&t[1]).requests.iter().flatten().any(|r| r.name == "efa"));
+    for template in &t {
+        assert_eq!(template.metadata.labels.as_ref().unwrap()[LABEL_PROFILE], "serve");
+    }
+}
+
+#[test]
+fn an_extended_resource_gets_its_own_devices_only_class() {
+    let without = build(&config(json!([{"name": "p", "training": {}}])), &[]);
+    assert_eq!(without.extended_resource_class, None);
+    let desired = build(
+        &config_with(
+            json!({"extendedResourceName": "aws.amazon.com/neuron", "profiles": [{"name": "p", "training": {}}]}),
+        ),
+        &[],
+    );
+    let class = desired.extended_resource_class.expect("a class for the extended resource");
+    assert_eq!(class.metadata.name.as_deref(), Some("devices.neuron.aws.com"));
+    assert_eq!(class.spec.extended_resource_name.as_deref(), Some("aws.amazon.com/neuron"));
+    let selectors: Vec<String> = class.spec.selectors.unwrap().into_iter().map(|s| s.cel.unwrap().expression).collect();
+    assert_eq!(
+        selectors,
+        ["device.driver == 'neuron.aws.com'", "device.attributes['neuron.aws.com'].resourceType == 'neuron_device'"]
+    );
+    // Shared like the main class: garbage-collected with its last owner.
+    assert_eq!(class.metadata.owner_references.unwrap()[0].controller, Some(false));
+    // The shared class is unchanged: it still matches UltraServer node entries.
+    assert_eq!(desired.device_class.spec.extended_resource_name, None);
+}
+
+#[test]
+fn device_class_name_flows_into_requests_and_the_device_class() {
+    let desired = build(
+        &config_with(json!({"deviceClassName": "neuron.example.com", "profiles": [{"name": "p", "training": {}}]})),
+        &["team-a".to_string()],
+    );
+    assert_eq!(desired.device_class.metadata.name.as_deref(), Some("neuron.example.com"));
+    let selector = desired.device_class.spec.selectors.clone().unwrap().remove(0).cel.unwrap().expression;
+    assert_eq!(selector, "device.driver == 'neuron.aws.com'");
+    assert_eq!(
+        request(&desired.templates[0], "neurons").exactly.as_ref().unwrap().device_class_name,
+        "neuron.example.com"
+    );
+}
+
+#[test]
+fn templates_go_to_every_namespace_sorted_with_labels_owner_and_hash() {
+    let cfg = config(json!([{"name": "a", "training": {}}, {"name": "b", "training": {"devices": 4}}]));
+    let desired = build(&cfg, &["z".to_string(), "m".to_string(), "z".to_string()]);
+    let placed: Vec<_> = desired
+        .templates
+        .iter()
+        .map(|t| format!("{}/{}", t.metadata.namespace.clone().unwrap(), t.metadata.name.clone().unwrap()))
+        .collect();
+    assert_eq!(placed, ["m/a", "m/b", "z/a", "z/b"]);
+    let meta = &desired.templates[0].metadata;
+    let labels = meta.labels.clone().unwrap();
+    assert_eq!(labels[LABEL_MANAGED_BY], MANAGER);
+    assert_eq!(labels[LABEL_CONFIG], "pool");
+    assert_eq!(labels[LABEL_PROFILE], "a");
+    let owner = &meta.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("NeuronDRAConfig", "1234", Some(true)));
+    // The hash follows the spec: same spec, same hash; different spec, different hash.
+    let hash = |t: &ResourceClaimTemplate| t.metadata.annotations.clone().unwrap()[ANNOTATION_SPEC_HASH].clone();
+    assert_eq!(hash(&desired.templates[0]), hash(&desired.templates[2]));
+    assert_ne!(hash(&desired.templates[0]), hash(&desired.templates[1]));
+}
+
+#[test]
+fn shared_objects_carry_a_non_controller_owner_reference() {
+    let desired = build(&config(json!([])), &[]);
+    let meta = &desired.device_class.metadata;
+    assert_eq!(meta.labels.clone().unwrap()[LABEL_SHARED], "true");
+    assert_eq!(meta.owner_references.as_ref().unwrap()[0].controller, Some(false));
+    // The namespace may hold other things: never owned, so garbage collection cannot take it.
+    assert_eq!(desired.namespace.metadata.labels.clone().unwrap()[LABEL_SHARED], "true");
+    assert!(desired.namespace.metadata.owner_references.is_none());
+}
+
+#[test]
+fn the_driver_namespace_admits_privileged_pods_for_the_plugins_host_paths() {
+    let desired = build(&config(json!([])), &[]);
+    let labels = desired.namespace.metadata.labels.clone().unwrap();
+    assert_eq!(labels["pod-security.kubernetes.io/enforce"], "privileged");
+    let volumes = desired.daemon_set.spec.unwrap().template.spec.unwrap().volumes.unwrap();
+    assert!(volumes.iter().any(|v| v.host_path.is_some()), "the reason for the label");
+}
+
+#[test]
+fn daemon_set_has_every_chart_default() {
+    let ds = build(&config(json!([])), &[]).daemon_set;
+    let value = serde_json::to_value(&ds).unwrap();
+    let spec = &value["spec"];
+    assert_eq!(ds.metadata.namespace.as_deref(), Some("neuron-dra-driver"));
+    assert_eq!(
+        spec["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}})
+    );
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], json!(true));
+    assert_eq!(pod["serviceAccountName"], json!("neuron-dra-pool"));
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], json!(crate::api::DEFAULT_DRIVER_IMAGE));
+    assert_eq!(container["imagePullPolicy"], json!("IfNotPresent"));
+    assert_eq!(
+        container["resources"],
+        json!({"requests": {"cpu": "10m", "memory": "128Mi"}, "limits": {"cpu": "20m", "memory": "256Mi"}})
+    );
+    assert!(container.get("securityContext").is_none());
+    assert_eq!(
+        container["livenessProbe"],
+        json!({"grpc": {"port": 51515, "service": "liveness"}, "initialDelaySeconds": 30, "periodSeconds": 10,
+               "timeoutSeconds": 5, "failureThreshold": 3})
+    );
+    let env = &container["env"];
+    assert_eq!(env[0], json!({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}));
+    assert_eq!(env[1], json!({"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}));
+    assert_eq!(env[2], json!({"name": "CDI_ROOT", "value": "/var/run/cdi"}));
+    assert_eq!(
+        env[3],
+        json!({"name": "KUBELET_REGISTRAR_DIRECTORY_PATH", "value": "/var/lib/kubelet/plugins_registry"})
+    );
+    assert_eq!(env[4], json!({"name": "KUBELET_PLUGINS_DIRECTORY_PATH", "value": "/var/lib/kubelet/plugins"}));
+    assert_eq!(env[5], json!({"name": "HEALTHCHECK_PORT", "value": "51515"}));
+    let host_paths: Vec<_> = pod["volumes"].as_array().unwrap().iter().map(|v| v["hostPath"]["path"].clone()).collect();
+    assert_eq!(
+        host_paths,
+        [json!("/var/lib/kubelet/plugins"), json!("/var/lib/kubelet/plugins_registry"), json!("/var/run/cdi")]
+    );
+    let tolerations = pod["tolerations"].as_array().unwrap();
+    assert_eq!(tolerations.len(), 3);
+    assert_eq!(tolerations[0], json!({"key": "CriticalAddonsOnly", "operator": "Exists"}));
+    assert_eq!(tolerations[1], json!({"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}));
+    assert_eq!(
+        tolerations[2],
+        json!({"key": "sagemaker.amazonaws.com/node-health-status", "operator": "Equal", "value": "Unschedulable", "effect": "NoSchedule"})
+    );
+    let terms = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    let requirements = terms[0]["matchExpressions"].as_array().unwrap();
+    assert_eq!(requirements[0]["key"], json!("node.kubernetes.io/instance-type"));
+    assert_eq!(requirements[0]["operator"], json!("In"));
+    let types = requirements[0]["values"].as_array().unwrap();
+    assert!(types.contains(&json!("trn2.48xlarge")) && types.contains(&json!("trn1.2xlarge")));
+    assert!(!types.iter().any(|t| t.as_str().unwrap().starts_with("inf")), "the chart drops Inferentia for DRA");
+    assert_eq!(
+        requirements[1],
+        json!({"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["fargate", "hybrid", "auto"]})
+    );
+    // The selector matches the pod labels.
+    let selector = spec["selector"]["matchLabels"].as_object().unwrap();
+    for (key, value) in selector {
+        assert_eq!(&spec["template"]["metadata"]["labels"][key], value);
+    }
+}
+
+#[test]
+fn a_rollout_policy_hands_the_pods_to_the_operator() {
+    let cfg = config_with(json!({"driver": {"rollout": {}}, "profiles": []}));
+    let value = serde_json::to_value(build(&cfg, &[]).daemon_set).unwrap();
+    // The DaemonSet controller only recreates what the operator deletes; no rollingUpdate settings are sent.
+    assert_eq!(value["spec"]["updateStrategy"], json!({"type": "OnDelete"}));
+    let policy = cfg.spec.driver.rollout.unwrap();
+    assert_eq!((policy.canary, policy.timeout.as_str()), (1, "5m"), "the documented defaults");
+}
+
+#[test]
+fn driver_overrides_merge_on_top_of_the_defaults() {
+    let cfg = config_with(json!({
+        "nodeSelector": {"matchLabels": {"pool": "a"}, "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["x"]}]},
+        "driver": {
+            "image": "mirror.example.com/neuron-dra-driver:1.2.0", "imagePullPolicy": "Always", "namespace": "kube-neuron",
+            "imagePullSecrets": [{"name": "mirror"}], "priorityClassName": "system-node-critical",
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+                            {"key": "CriticalAddonsOnly", "operator": "Exists"}],
+            "resources": {"requests": {"cpu": "50m"}},
+            "env": [{"name": "HEALTHCHECK_PORT", "value": "6000"}, {"name": "LOG_LEVEL", "value": "debug"}],
+            "updateStrategy": {"maxUnavailable": "10%"}
+        },
+        "profiles": []
+    }));
+    let desired = build(&cfg, &[]);
+    let value = serde_json::to_value(&desired.daemon_set).unwrap();
+    let pod = &value["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], json!("mirror.example.com/neuron-dra-driver:1.2.0"));
+    assert_eq!(container["imagePullPolicy"], json!("Always"));
+    assert_eq!(container["resources"], json!({"requests": {"cpu": "50m"}}));
+    let env = container["env"].as_array().unwrap();
+    assert_eq!(env.len(), 7);
+    assert_eq!(env[5], json!({"name": "HEALTHCHECK_PORT", "value": "6000"}), "replaced in place");
+    assert_eq!(env[6], json!({"name": "LOG_LEVEL", "value": "debug"}));
+    assert_eq!(pod["tolerations"].as_array().unwrap().len(), 4, "a duplicate default is not repeated");
+    assert_eq!(pod["imagePullSecrets"], json!([{"name": "mirror"}]));
+    assert_eq!(pod["priorityClassName"], json!("system-node-critical"));
+    assert_eq!(value["spec"]["updateStrategy"]["rollingUpdate"], json!({"maxUnavailable": "10%", "maxSurge": 1}));
+    let requirements = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        [0]["matchExpressions"];
+    assert_eq!(requirements[2], json!({"key": "pool", "operator": "In", "values": ["a"]}));
+    assert_eq!(requirements[3], json!({"key": "zone", "operator": "NotIn", "values": ["x"]}));
+    assert_eq!(desired.daemon_set.metadata.namespace.as_deref(), Some("kube-neuron"));
+    assert_eq!(desired.namespace.metadata.name.as_deref(), Some("kube-neuron"));
+    let subject = &desired.cluster_role_binding.subjects.as_ref().unwrap()[0];
+    assert_eq!(subject.namespace.as_deref(), Some("kube-neuron"));
+}
+
+#[test]
+fn plugin_rbac_is_exactly_what_the_driver_needs() {
+    let desired = build(&config(json!([])), &[]);
+    let rules: Vec<(String, String, Vec<String>)> = desired
+        .cluster_role
+        .rules
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.api_groups.unwrap().join(","), r.resources.unwrap().join(","), r.verbs))
+        .collect();
+    let verbs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        rules,
+        vec![
+            (
+                "resource.k8s.io".into(),
+                "resourceslices".into(),
+                verbs(&["get", "list", "watch", "create", "update", "patch", "delete"])
+            ),
+            ("resource.k8s.io".into(), "resourceclaims".into(), verbs(&["get", "list", "watch"])),
+            ("resource.k8s.io".into(), "deviceclasses".into(), verbs(&["get", "list", "watch"])),
+            ("".into(), "nodes".into(), verbs(&["get", "list", "watch", "patch", "update"])),
+            ("".into(), "nodes/status".into(), verbs(&["patch"])),
+        ]
+    );
+    assert_eq!(desired.cluster_role_binding.role_ref.name, "neuron-dra-pool");
+    assert_eq!(desired.service_account.metadata.name.as_deref(), Some("neuron-dra-pool"));
+}
+
+#[test]
+fn render_output_is_deterministic_and_in_apply_order() {
+    let cfg = config(json!([{"name": "a", "training": {"devices": 4}}]));
+    let first = build(&cfg, &["ns1".to_string()]).to_yaml().unwrap();
+    let second = build(&cfg, &["ns1".to_string()]).to_yaml().unwrap();
+    assert_eq!(first, second);
+    let kinds: Vec<&str> = first.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "DeviceClass",
+            "DaemonSet",
+            "ResourceClaimTemplate"
+        ]
+    );
+}
+
+#[test]
+fn offline_render_has_no_owner_references() {
+    let mut cfg = config(json!([{"name": "a", "training": {}}]));
+    cfg.uid = None;
+    let desired = build(&cfg, &["ns".to_string()]);
+    assert!(desired.templates[0].metadata.owner_references.is_none());
+    assert!(desired.daemon_set.metadata.owner_references.is_none());
+}
+
+#[test]
+fn the_fence_matches_only_the_plugins_service_account_and_is_bound() {
+    let cfg = config(json!([{"name": "a", "training": {"devices": 4}}]));
+    let desired = build(&cfg, &[]);
+    let policy = desired.admission_policy.spec.as_ref().unwrap();
+    let conditions = policy.match_conditions.as_ref().unwrap();
+    let user = format!("system:serviceaccount:{}:neuron-dra-pool", cfg.spec.driver.namespace);
+    assert_eq!(conditions[0].expression, format!("request.userInfo.username == '{user}'"));
+    assert_eq!(policy.failure_policy.as_deref(), Some("Fail"));
+    let rules = policy.match_constraints.as_ref().unwrap().resource_rules.as_ref().unwrap();
+    assert_eq!(rules[0].resources.as_deref(), Some(&["resourceslices".to_string()][..]));
+    let binding = desired.admission_policy_binding.spec.as_ref().unwrap();
+    assert_eq!(binding.policy_name, desired.admission_policy.metadata.name);
+    assert_eq!(binding.validation_actions.as_deref(), Some(&["Deny".to_string()][..]));
+}
+
+mod fallbacks;

@@ -1,0 +1,366 @@
+//! capacity (pure): how many more claims of each template fit on a config's nodes now, and how many hold devices.
+//!
+//! The count follows the allocator's rules for the requests the compiler writes (see `TemplateCapacity` in the
+//! API for the exact definition): claims of N connected devices take whole `devicegroup<N>` groups, EFA requests
+//! take the interfaces that carry the same group id, `All` takes a whole node, UltraServer claims take a
+//! `neuron_node` entry. Groups are disjoint, so counting free groups packs claims exactly as the scheduler can.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::logic::build::{EFA_DRIVER, EFA_PCI_DEVICE, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, NEURON_DRIVER};
+use kube::ResourceExt;
+
+use crate::api::TemplateCapacity;
+use crate::cluster::taint_rule::TaintRuleView;
+use crate::cluster::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, GroupId, NodeView, SliceView};
+use crate::logic::health::taint_of;
+use crate::logic::nodes::NodeFilter;
+use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
+
+/// What a Neuron slice entry is (its `resourceType`), read once per device rather than once per template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    Device,
+    /// An UltraServer node entry.
+    Node,
+    Other,
+}
+
+/// A device as the templates see it: whether a new claim could get it, what it is, and its connected groups.
+/// Self-contained and eight bytes: every template walks every slot of every node, and reading the device itself
+/// there (its strings live elsewhere on the heap) cost more than the counting.
+#[derive(Debug, Clone, Copy)]
+pub struct Slot {
+    pub free: bool,
+    pub entry: Entry,
+    /// The device's instance type and Neuron driver version as positions among the values the config's templates
+    /// pin (`Pins`); None when no template pins that value.
+    instance_type: Option<u16>,
+    neuron_driver_version: Option<u16>,
+    /// For each size of `DEVICE_GROUP_SIZES`, the index of the device's group among its node's groups of that
+    /// size: group ids are compared once per node here, not once per template. A node has at most 16 groups.
+    groups: [Option<u8>; DEVICE_GROUP_SIZES.len()],
+}
+
+/// The Neuron devices (and node entries) and EFA interfaces of one node.
+#[derive(Debug, Default)]
+pub struct NodeDevices {
+    pub neuron: Vec<Slot>,
+    pub efa: Vec<Slot>,
+    /// The node's distinct group ids of each size; a slot's `groups` index into these.
+    group_ids: [Vec<GroupId>; DEVICE_GROUP_SIZES.len()],
+}
+
+/// What a config's templates read of a device, gathered once per config: the connected-group sizes they count by
+/// (flags in `DEVICE_GROUP_SIZES` order) and the instance types and driver versions they pin.
+#[derive(Debug, Default)]
+pub struct Pins<'c> {
+    sizes: [bool; DEVICE_GROUP_SIZES.len()],
+    instance_types: Vec<&'c str>,
+    neuron_driver_versions: Vec<&'c str>,
+}
+
+impl<'c> Pins<'c> {
+    pub fn of(claims: &'c [ClaimSpec]) -> Self {
+        let mut pins = Pins::default();
+        for choice in claims.iter().flat_map(|c| &c.choices) {
+            if let Some(size) = group_size(choice) {
+                pins.sizes[size] = true;
+            }
+            remember(&mut pins.instance_types, choice.instance_type.as_deref());
+            remember(&mut pins.neuron_driver_versions, choice.neuron_driver_version.as_deref());
+        }
+        pins
+    }
+
+    /// A choice's selectors as positions, resolved once per choice rather than once per slot.
+    fn selector(&self, choice: &Choice, entry: Entry) -> Selector {
+        let position = |values: &[&str], want: &Option<String>| {
+            want.as_deref().map(|want| values.iter().position(|v| *v == want).and_then(|p| u16::try_from(p).ok()))
+        };
+        Selector {
+            entry,
+            instance_type: position(&self.instance_types, &choice.instance_type),
+            neuron_driver_version: position(&self.neuron_driver_versions, &choice.neuron_driver_version),
+        }
+    }
+}
+
+fn remember<'c>(values: &mut Vec<&'c str>, value: Option<&'c str>) {
+    if let Some(value) = value.filter(|v| !values.contains(v)) {
+        values.push(value);
+    }
+}
+
+/// Which slots a choice takes: an entry kind, and for each pinned selector (Some) the position it must hold.
+#[derive(Debug, Clone, Copy)]
+struct Selector {
+    entry: Entry,
+    instance_type: Option<Option<u16>>,
+    neuron_driver_version: Option<Option<u16>>,
+}
+
+impl Selector {
+    fn matches(&self, slot: &Slot) -> bool {
+        let pinned =
+            |want: Option<Option<u16>>, have: Option<u16>| want.is_none_or(|want| want.is_some() && want == have);
+        slot.entry == self.entry
+            && pinned(self.instance_type, slot.instance_type)
+            && pinned(self.neuron_driver_version, slot.neuron_driver_version)
+    }
+}
+
+/// The index in `DEVICE_GROUP_SIZES` of the group size a choice is counted by: N connected devices, or (one device
+/// with EFA) the device and its own EFA. None for choices counted without groups, or of a size no group has.
+fn group_size(choice: &Choice) -> Option<usize> {
+    match &choice.kind {
+        ClaimKind::Devices { count: Count::Exactly(n), efa } if *n > 1 || efa.is_some() => {
+            DEVICE_GROUP_SIZES.iter().position(|s| s == n)
+        }
+        _ => None,
+    }
+}
+
+impl NodeDevices {
+    /// The slot of `device`: its group ids of the sizes wanted turned into indices (Neuron devices and EFA
+    /// interfaces share ids), its pinned attributes into positions.
+    fn slot(&mut self, device: &DeviceView, free: bool, pins: &Pins) -> Slot {
+        let mut groups = [None; DEVICE_GROUP_SIZES.len()];
+        for (size, index) in groups.iter_mut().enumerate().filter(|(size, _)| pins.sizes[*size]) {
+            let Some(id) = device.attributes.device_groups[size] else { continue };
+            let ids = &mut self.group_ids[size];
+            let position = ids.iter().position(|known| *known == id).unwrap_or_else(|| {
+                ids.push(id);
+                ids.len() - 1
+            });
+            *index = u8::try_from(position).ok();
+        }
+        // The templates select on `resourceType`: an entry without one is never allocated.
+        let entry = match device.resource_type() {
+            Some("neuron_device") => Entry::Device,
+            Some("neuron_node") => Entry::Node,
+            _ => Entry::Other,
+        };
+        let position = |values: &[&str], have: Option<&str>| {
+            let have = have?;
+            values.iter().position(|v| *v == have).and_then(|p| u16::try_from(p).ok())
+        };
+        Slot {
+            free,
+            entry,
+            instance_type: position(&pins.instance_types, device.instance_type()),
+            neuron_driver_version: position(&pins.neuron_driver_versions, device.neuron_driver_version()),
+            groups,
+        }
+    }
+}
+
+/// Every device some claim holds, by pool (a node-local pool is named after its node): (driver, device name).
+/// A node's few allocated devices are then found with one lookup and a short scan.
+#[derive(Debug, Default)]
+pub struct Allocated<'a>(HashMap<&'a str, Vec<(&'a str, &'a str)>>);
+
+impl<'a> Allocated<'a> {
+    pub fn new(claims: &'a [Arc<ClaimView>]) -> Self {
+        let mut by_pool: HashMap<&str, Vec<(&str, &str)>> = HashMap::new();
+        for device in claims.iter().flat_map(|c| c.devices()) {
+            let device: &AllocatedDeviceView = device;
+            by_pool.entry(&device.pool).or_default().push((&device.driver, &device.device));
+        }
+        Allocated(by_pool)
+    }
+
+    fn in_pool(&self, pool: &str) -> &[(&'a str, &'a str)] {
+        self.0.get(pool).map(Vec::as_slice).unwrap_or_default()
+    }
+}
+
+/// One node's devices from its Neuron and EFA slices, each marked free or not.
+pub fn node_devices<'a>(
+    slices: impl IntoIterator<Item = &'a SliceView>,
+    allocated: &Allocated,
+    taint_rules: &[Arc<TaintRuleView>],
+    pins: &Pins,
+) -> NodeDevices {
+    let mut node = NodeDevices::default();
+    node.fill(slices, allocated, taint_rules, pins);
+    node
+}
+
+impl NodeDevices {
+    /// Replaces the slots with those of another node, keeping the buffers: `assess` reads nodes one at a time.
+    fn fill<'a>(
+        &mut self,
+        slices: impl IntoIterator<Item = &'a SliceView>,
+        allocated: &Allocated,
+        taint_rules: &[Arc<TaintRuleView>],
+        pins: &Pins,
+    ) {
+        self.neuron.clear();
+        self.efa.clear();
+        self.group_ids.iter_mut().for_each(Vec::clear);
+        for slice in slices {
+            let driver: &str = &slice.spec.driver;
+            let neuron = match driver {
+                NEURON_DRIVER => true,
+                EFA_DRIVER => false,
+                _ => continue,
+            };
+            // The few devices claims hold in this pool, of this slice's driver.
+            let held = allocated.in_pool(&slice.spec.pool.name);
+            let held = || held.iter().filter(|(d, _)| *d == driver).map(|(_, name)| *name);
+            for device in &slice.spec.devices {
+                if !neuron && device.pci_device() != Some(EFA_PCI_DEVICE) {
+                    continue;
+                }
+                let taken = held().any(|name| name == &*device.name);
+                let free = !taken && taint_of(slice, device, taint_rules).is_none();
+                let slot = self.slot(device, free, pins);
+                if neuron { self.neuron.push(slot) } else { self.efa.push(slot) }
+            }
+        }
+    }
+}
+
+/// The slots a choice takes: UltraServer claims take node entries, all others devices.
+fn selector(choice: &Choice, pins: &Pins) -> Selector {
+    let entry = match choice.kind {
+        ClaimKind::Devices { .. } => Entry::Device,
+        ClaimKind::UltraServerNode { .. } => Entry::Node,
+    };
+    pins.selector(choice, entry)
+}
+
+/// How many more claims of `claim` the nodes can take now (`pins` from the config's claims).
+pub fn available(claim: &ClaimSpec, pins: &Pins, nodes: &[NodeDevices]) -> i64 {
+    let selectors: Vec<Selector> = claim.choices.iter().map(|c| selector(c, pins)).collect();
+    let mut scratch = Vec::new();
+    nodes.iter().map(|node| available_on_node(claim, &selectors, node, &mut scratch)).sum()
+}
+
+/// Claims of `claim` (its choices' `selectors` beside) that fit on one node. `scratch` is reused across nodes.
+fn available_on_node(claim: &ClaimSpec, selectors: &[Selector], node: &NodeDevices, scratch: &mut Vec<bool>) -> i64 {
+    match (claim.choices.as_slice(), selectors) {
+        ([only], [selector]) => available_on(only, *selector, node),
+        (choices, selectors) => fallbacks::available_on(choices, selectors, node, scratch),
+    }
+}
+
+fn available_on(choice: &Choice, selector: Selector, node: &NodeDevices) -> i64 {
+    let (count, efa) = match &choice.kind {
+        ClaimKind::UltraServerNode { .. } => {
+            return node.neuron.iter().filter(|s| s.free && selector.matches(s)).count() as i64;
+        }
+        ClaimKind::Devices { count, efa } => (*count, efa.is_some()),
+    };
+    let devices = || node.neuron.iter().filter(|s| selector.matches(s));
+    match count {
+        Count::All => {
+            let whole = devices().next().is_some() && devices().all(|s| s.free);
+            let efas_free = !efa || (!node.efa.is_empty() && node.efa.iter().all(|s| s.free));
+            i64::from(whole && efas_free)
+        }
+        Count::Exactly(1) if !efa => devices().filter(|s| s.free).count() as i64,
+        Count::Exactly(n) => {
+            let efa_per_claim = match &choice.kind {
+                ClaimKind::Devices { efa: Some(Count::Exactly(e)), .. } => *e as usize,
+                _ => 0,
+            };
+            let Some(size) = group_size(choice) else { return 0 };
+            let groups = node.group_ids[size].len();
+            free_groups(devices(), &node.efa, (size, groups), n as usize, efa_per_claim)
+        }
+    }
+}
+
+/// Claims of `per_claim` devices and `efa_per_claim` EFA interfaces that fit, each in one group of one size
+/// (`(size index, groups of that size on the node)`): per group, as many claims as its free devices and free EFAs
+/// allow.
+fn free_groups<'a>(
+    devices: impl Iterator<Item = &'a Slot>,
+    efa: &[Slot],
+    (size, groups): (usize, usize),
+    per_claim: usize,
+    efa_per_claim: usize,
+) -> i64 {
+    // (free devices, free EFAs) per group
+    let mut free = vec![(0usize, 0usize); groups];
+    for group in devices.filter(|s| s.free).filter_map(|s| s.groups[size]) {
+        free[usize::from(group)].0 += 1;
+    }
+    if efa_per_claim > 0 {
+        for group in efa.iter().filter(|s| s.free).filter_map(|s| s.groups[size]) {
+            free[usize::from(group)].1 += 1;
+        }
+    }
+    free.iter()
+        .map(|&(free_devices, free_efas)| {
+            let by_devices = free_devices / per_claim;
+            free_efas.checked_div(efa_per_claim).map_or(by_devices, |by_efas| by_devices.min(by_efas))
+        })
+        .sum::<usize>() as i64
+}
+
+/// What capacity is computed from, for one config.
+pub struct Inputs<'a> {
+    pub config: &'a ValidatedConfig,
+    pub nodes: &'a [Arc<NodeView>],
+    /// The Neuron driver's slices, by node name.
+    pub slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
+    /// The EFA driver's slices, by node name.
+    pub efa_slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
+    pub claims: &'a [Arc<ClaimView>],
+    pub taint_rules: &'a [Arc<TaintRuleView>],
+}
+
+/// Claims and room for every template of the config, in template order. Nodes are read one at a time into one
+/// buffer, and every template counted on it while its slots are in cache.
+pub fn assess(inputs: &Inputs) -> Vec<TemplateCapacity> {
+    let claims = &inputs.config.claims;
+    let filter = NodeFilter::new(&inputs.config.spec);
+    let allocated = Allocated::new(inputs.claims);
+    let pins = Pins::of(claims);
+    let selectors: Vec<Vec<Selector>> =
+        claims.iter().map(|claim| claim.choices.iter().map(|c| selector(c, &pins)).collect()).collect();
+    let mut available = vec![0; claims.len()];
+    let (mut node, mut scratch) = (NodeDevices::default(), Vec::new());
+    for name in inputs.nodes.iter().filter(|n| filter.selects(n.labels())).filter_map(|n| n.metadata.name.as_deref()) {
+        let neuron = inputs.slices.get(name).into_iter().flatten();
+        let efa = inputs.efa_slices.get(name).into_iter().flatten();
+        node.fill(neuron.chain(efa).map(Arc::as_ref), &allocated, inputs.taint_rules, &pins);
+        for ((claim, selectors), sum) in claims.iter().zip(&selectors).zip(&mut available) {
+            *sum += available_on_node(claim, selectors, &node, &mut scratch);
+        }
+    }
+    let counts = allocated_by_template(&inputs.config.name, inputs.claims);
+    claims
+        .iter()
+        .zip(available)
+        .map(|(claim, available)| TemplateCapacity {
+            template: claim.template.clone(),
+            allocated: counts.get(&claim.template).copied().unwrap_or(0),
+            available,
+        })
+        .collect()
+}
+
+/// Allocated claims per template of one config.
+pub fn allocated_by_template(config: &str, claims: &[Arc<ClaimView>]) -> HashMap<String, i64> {
+    let mut counts = HashMap::new();
+    for claim in claims.iter().filter(|c| !c.devices().is_empty()) {
+        let labels = claim.metadata.labels.as_ref();
+        let of = |key: &str| labels.and_then(|l| l.get(key));
+        if of(LABEL_CONFIG).is_some_and(|c| c == config)
+            && let Some(template) = of(LABEL_CLAIM_TEMPLATE)
+        {
+            *counts.entry(template.clone()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+mod fallbacks;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,296 @@
+//! health (pure): device and node health over the nodes a config selects, from what the cluster shows: the
+//! driver's ResourceSlices (device taints, missing devices), DeviceTaintRules, the plugin pods and the Nodes.
+//! Lists are bounded and sorted so the status stays small and stable at thousands of nodes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use kube::ResourceExt;
+
+use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, TaintRuleSummary, UnhealthyDevice};
+use crate::cluster::taint_rule::{self, EFFECT_NONE, TaintRuleView};
+use crate::cluster::{ClaimView, DeviceView, NodeView, PodView, SliceView};
+use crate::logic::build::NEURON_DRIVER;
+use crate::logic::nodes::{self, NodeFilter};
+use crate::logic::status::Health;
+
+/// Entries kept in `unhealthyDevices` and in `nodeIssues` each.
+pub const MAX_LISTED: usize = 50;
+pub const MISSING: &str = "Missing";
+
+pub const NO_RESOURCE_SLICE: &str = "NoResourceSlice";
+pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
+pub const LEGACY_DEVICE_PLUGIN: &str = "LegacyDevicePlugin";
+/// What the legacy Neuron device plugin advertises in a node's allocatable.
+pub const LEGACY_DEVICE_PLUGIN_RESOURCES: [&str; 2] = ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
+pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
+pub const NEURON_HEALTH: &str = "NeuronHealth";
+/// The EKS node monitoring agent's `AcceleratedHardwareReady=False`, as a node issue.
+pub const ACCELERATED_HARDWARE_NOT_READY: &str = "AcceleratedHardwareNotReady";
+pub const DRIVER_VERSION_MISMATCH: &str = "DriverVersionMismatch";
+
+/// What the cluster shows, indexed for one assessment.
+pub struct Inputs<'a> {
+    pub spec: &'a NeuronDRAConfigSpec,
+    pub nodes: &'a [Arc<NodeView>],
+    /// The driver's slices, by node name.
+    pub slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
+    /// This config's plugin pods, by node name.
+    pub plugin_pods: &'a HashMap<String, Arc<PodView>>,
+    pub taint_rules: &'a [Arc<TaintRuleView>],
+    /// Whether this config's DaemonSet is applied (else plugin pods are not expected).
+    pub plugin_expected: bool,
+    /// The claim holding each allocated Neuron device, by (pool, device).
+    pub holders: &'a HashMap<(String, String), Arc<ClaimView>>,
+}
+
+/// The claim holding each allocated Neuron device, by (pool, device).
+pub fn holders(claims: &[Arc<ClaimView>]) -> HashMap<(String, String), Arc<ClaimView>> {
+    claims
+        .iter()
+        .flat_map(|claim| {
+            claim
+                .devices()
+                .iter()
+                .filter(|d| d.driver == NEURON_DRIVER)
+                .map(move |d| ((d.pool.clone(), d.device.clone()), claim.clone()))
+        })
+        .collect()
+}
+
+/// Every unhealthy device, unbounded (events compare these sets); the status gets the bounded lists.
+pub struct Assessment {
+    pub health: Health,
+    pub unhealthy: BTreeSet<(String, String)>,
+    /// The claims (`namespace/name`) that hold an unhealthy device, unbounded.
+    pub affected_claims: BTreeSet<String>,
+}
+
+pub fn assess(inputs: &Inputs) -> Assessment {
+    let expected_version = image_version(&inputs.spec.driver.image);
+    let mut summary = DeviceSummary::default();
+    let mut devices: Vec<(Option<i64>, UnhealthyDevice)> = Vec::new();
+    let mut informational: Vec<UnhealthyDevice> = Vec::new();
+    // Devices of this config's nodes each rule taints, by rule name.
+    let mut rule_devices: HashMap<&str, i64> = HashMap::new();
+    let mut issues: Vec<NodeIssue> = Vec::new();
+    let mut affected_claims = BTreeSet::new();
+
+    let filter = NodeFilter::new(inputs.spec);
+    for node in inputs.nodes.iter().filter(|n| filter.selects(n.labels())) {
+        let name = node.name_any();
+        summary.nodes += 1;
+        let expected = nodes::instance_type(node.labels()).and_then(|t| t.devices).unwrap_or(0) as i64;
+        node_issues(node, inputs, &mut issues);
+
+        let slices = inputs.slices.get(&name).map(Vec::as_slice).unwrap_or_default();
+        if slices.is_empty() {
+            summary.total += expected;
+            summary.unhealthy += expected;
+            issues.push(issue(
+                &name,
+                NO_RESOURCE_SLICE,
+                format!(
+                    "no ResourceSlice from {NEURON_DRIVER}: the kubelet plugin is not publishing its {expected} devices"
+                ),
+            ));
+            continue;
+        }
+        let published: Vec<(&SliceView, &DeviceView)> = slices
+            .iter()
+            .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d.as_ref())))
+            .filter(|(_, d)| d.resource_type().is_none_or(|t| t == "neuron_device"))
+            .collect();
+        summary.total += expected.max(published.len() as i64);
+
+        let mut versions = BTreeSet::new();
+        for (slice, device) in &published {
+            if let Some(version) = device.dra_driver_version() {
+                versions.insert(version.to_string());
+            }
+            for rule in inputs.taint_rules.iter().filter(|rule| taint_rule::matches(rule, slice, device)) {
+                *rule_devices.entry(rule.metadata.name.as_deref().unwrap_or_default()).or_default() += 1;
+            }
+            let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.to_string()));
+            let entry = |reason: String, effect: String| UnhealthyDevice {
+                node: name.clone(),
+                device: device.name.to_string(),
+                reason,
+                effect: Some(effect),
+                claim: holder.map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any())),
+                pods: holder.map(|c| c.pods()).unwrap_or_default(),
+            };
+            if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
+                summary.unhealthy += 1;
+                let entry = entry(reason, effect);
+                affected_claims.extend(entry.claim.clone());
+                devices.push((added, entry));
+            } else if let Some(reason) = informational_taint(slice, device, inputs.taint_rules) {
+                informational.push(entry(reason, EFFECT_NONE.into()));
+            }
+        }
+        let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| d.device_id()).collect();
+        let missing = expected - published.len() as i64;
+        if missing > 0 {
+            summary.unhealthy += missing;
+            let absent = (0..expected).filter(|id| !present.contains(id)).take(missing as usize);
+            for id in absent {
+                devices.push((
+                    None,
+                    UnhealthyDevice {
+                        node: name.clone(),
+                        device: format!("deviceId={id}"),
+                        reason: MISSING.into(),
+                        ..UnhealthyDevice::default()
+                    },
+                ));
+            }
+        }
+        if let Some(expected_version) = &expected_version
+            && versions.iter().any(|v| v != expected_version)
+        {
+            let seen: Vec<&str> = versions.iter().map(String::as_str).collect();
+            issues.push(issue(
+                &name,
+                DRIVER_VERSION_MISMATCH,
+                format!(
+                    "slices published by DRA driver {} but the configured image is {expected_version}",
+                    seen.join(", ")
+                ),
+            ));
+        }
+    }
+    summary.healthy = summary.total - summary.unhealthy;
+
+    let unhealthy = devices.iter().map(|(_, d)| (d.node.clone(), d.device.clone())).collect();
+    // Most recent taint first, then by node and device; missing devices (no time) last.
+    devices.sort_by(|(ta, a), (tb, b)| tb.cmp(ta).then_with(|| (&a.node, &a.device).cmp(&(&b.node, &b.device))));
+    issues.sort_by(|a, b| (&a.node, &a.reason).cmp(&(&b.node, &b.reason)));
+    informational.sort_by(|a, b| (&a.node, &a.device).cmp(&(&b.node, &b.device)));
+    Assessment {
+        health: Health {
+            summary,
+            unhealthy_devices: devices.into_iter().take(MAX_LISTED).map(|(_, d)| d).collect(),
+            informational_taints: informational.into_iter().take(MAX_LISTED).collect(),
+            taint_rules: rule_summaries(inputs.taint_rules, &rule_devices),
+            node_issues: issues.into_iter().take(MAX_LISTED).collect(),
+            affected_claims: affected_claims.len(),
+        },
+        unhealthy,
+        affected_claims,
+    }
+}
+
+fn issue(node: &str, reason: &str, message: String) -> NodeIssue {
+    NodeIssue { node: node.to_string(), reason: reason.to_string(), message }
+}
+
+fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
+    let name = node.name_any();
+    let status = &node.status;
+    if inputs.plugin_expected {
+        match inputs.plugin_pods.get(&name) {
+            None => issues.push(issue(&name, PLUGIN_NOT_READY, "no kubelet-plugin pod on this node".into())),
+            Some(pod) if !pod.ready() => issues.push(issue(
+                &name,
+                PLUGIN_NOT_READY,
+                format!("kubelet-plugin pod {} is not ready", pod.name_any()),
+            )),
+            Some(_) => {}
+        }
+    }
+    if let Some(resource) = LEGACY_DEVICE_PLUGIN_RESOURCES.iter().find(|r| status.allocatable.iter().any(|a| a == *r)) {
+        issues.push(issue(&name, LEGACY_DEVICE_PLUGIN, format!("the legacy Neuron device plugin advertises {resource} here: devices may be allocated twice; remove it from DRA nodes")));
+    }
+    let version: &str = &status.node_info.kubelet_version;
+    if kubelet_has_dra_regression(version) {
+        issues.push(issue(
+            &name,
+            KUBELET_DRA_REGRESSION,
+            format!(
+                "kubelet {version} has a DRA regression (kubernetes/kubernetes#133920); upgrade to 1.34.2 or newer"
+            ),
+        ));
+    }
+    for condition in &status.conditions {
+        let kind = match (condition.type_.as_str(), condition.status.as_str()) {
+            (NEURON_HEALTH, "True") => NEURON_HEALTH,
+            (crate::logic::remediation::ACCELERATED_HARDWARE_READY, "False") => ACCELERATED_HARDWARE_NOT_READY,
+            _ => continue,
+        };
+        let reason = condition.reason.clone().unwrap_or_default();
+        let message = condition.message.clone().unwrap_or_default();
+        issues.push(issue(&name, kind, format!("{reason}: {message}")));
+    }
+}
+
+/// kubelets 1.34.0 and 1.34.1 (any build suffix) have the DRA regression.
+pub fn kubelet_has_dra_regression(version: &str) -> bool {
+    let v = version.trim_start_matches('v');
+    ["1.34.0", "1.34.1"]
+        .iter()
+        .any(|bad| v.strip_prefix(bad).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit())))
+}
+
+/// The semver tag of the configured image, if it has one (`…/neuron-dra-driver:1.1.0` → `1.1.0`).
+pub fn image_version(image: &str) -> Option<String> {
+    let last = image.rsplit('/').next()?;
+    let tag = last.split('@').next()?.split_once(':')?.1.trim_start_matches('v');
+    (tag.split('.').count() == 3 && tag.split('.').all(|p| p.parse::<u64>().is_ok())).then(|| tag.to_string())
+}
+
+/// The first NoSchedule/NoExecute taint on a device, from its slice or a matching DeviceTaintRule:
+/// (reason = taint key, effect, time added as seconds).
+pub fn taint_of(
+    slice: &SliceView,
+    device: &DeviceView,
+    rules: &[Arc<TaintRuleView>],
+) -> Option<(String, String, Option<i64>)> {
+    let effective = |effect: &str| matches!(effect, "NoSchedule" | "NoExecute");
+    if let Some(t) = device.taints.iter().find(|t| effective(&t.effect)) {
+        return Some((t.key.clone(), t.effect.clone(), t.time_added.as_ref().map(|t| t.0.as_second())));
+    }
+    rules.iter().find(|rule| effective(&rule.spec.taint.effect) && taint_rule::matches(rule, slice, device)).map(
+        |rule| {
+            let added = rule.spec.taint.time_added.as_ref().or(rule.metadata.creation_timestamp.as_ref());
+            (rule.spec.taint.key.clone(), rule.spec.taint.effect.clone(), added.map(|t| t.0.as_second()))
+        },
+    )
+}
+
+/// The key of the first `effect: None` taint on a device (slice or rule): it informs, the device stays usable.
+fn informational_taint(slice: &SliceView, device: &DeviceView, rules: &[Arc<TaintRuleView>]) -> Option<String> {
+    let from_slice = device.taints.iter().find(|t| t.effect == EFFECT_NONE).map(|t| t.key.clone());
+    from_slice.or_else(|| {
+        rules
+            .iter()
+            .find(|rule| rule.spec.taint.effect == EFFECT_NONE && taint_rule::matches(rule, slice, device))
+            .map(|rule| rule.spec.taint.key.clone())
+    })
+}
+
+/// The rules that taint at least one of this config's devices, with their eviction status, sorted by name.
+fn rule_summaries(rules: &[Arc<TaintRuleView>], devices: &HashMap<&str, i64>) -> Vec<TaintRuleSummary> {
+    let mut summaries: Vec<TaintRuleSummary> = rules
+        .iter()
+        .filter_map(|rule| {
+            let name = rule.metadata.name.clone()?;
+            let devices = *devices.get(name.as_str())?;
+            let eviction = taint_rule::eviction(rule);
+            Some(TaintRuleSummary {
+                key: rule.spec.taint.key.clone(),
+                effect: rule.spec.taint.effect.clone(),
+                devices,
+                evicting: eviction.map(|c| c.status == "True"),
+                message: eviction.map(|c| c.message.clone()).filter(|m| !m.is_empty()),
+                name,
+            })
+        })
+        .collect();
+    summaries.sort_by(|a, b| a.name.cmp(&b.name));
+    summaries.truncate(MAX_LISTED);
+    summaries
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,12 @@
+//! Pure decisions: every function here takes values and returns values; nothing reads or writes the cluster.
+
+pub mod build;
+pub mod capacity;
+pub mod catalog;
+pub mod conflict;
+pub mod health;
+pub mod nodes;
+pub mod remediation;
+pub mod rollout;
+pub mod status;
+pub mod validate;

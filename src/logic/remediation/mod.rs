@@ -1,0 +1,164 @@
+//! remediation (pure): which failing nodes get their Neuron devices tainted under `spec.remediation`, and the
+//! DeviceTaintRule that does it. A node fails when it reports a Neuron hardware problem through a node condition:
+//! `NeuronHealth=True` (node problem detector) or `AcceleratedHardwareReady=False` (EKS node monitoring agent).
+//!
+//! Who gets the budget when more nodes fail than it allows is decided the same way every time: nodes already
+//! remediated first (a remediated node is never swapped for another, so taints do not flap), then the oldest
+//! problem (the condition's last transition), then the node name.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::resource::v1::DeviceTaint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::core::{Object, TypeMeta};
+
+use crate::api::{RemediatedNode, RemediationEffect, RemediationPolicy, RemediationStatus};
+use crate::cluster::NodeView;
+use crate::cluster::taint_rule::{TaintRuleSpec, TaintRuleView, TaintSelector};
+use crate::logic::build::{self, NEURON_DRIVER};
+use crate::logic::health::{MAX_LISTED, NEURON_HEALTH};
+use crate::logic::validate::ValidatedConfig;
+
+/// The key of the operator's taints; the value is the condition's reason.
+pub const TAINT_KEY: &str = "neurondra.io/hardware-problem";
+/// The EKS node monitoring agent's condition for GPUs and Neuron devices (False: a problem).
+pub const ACCELERATED_HARDWARE_READY: &str = "AcceleratedHardwareReady";
+
+/// A Neuron hardware problem a node reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub node: String,
+    /// The condition type that reports it.
+    pub condition: String,
+    pub reason: String,
+    /// The condition's last transition.
+    pub since: Option<Time>,
+}
+
+/// The node's Neuron hardware problem, if it reports one; with both conditions, the older one.
+pub fn problem(node: &NodeView) -> Option<Problem> {
+    node.status
+        .conditions
+        .iter()
+        .filter(|c| {
+            (c.type_ == NEURON_HEALTH && c.status == "True")
+                || (c.type_ == ACCELERATED_HARDWARE_READY && c.status == "False")
+        })
+        .map(|c| Problem {
+            node: node.name_any(),
+            condition: c.type_.clone(),
+            reason: c.reason.clone().unwrap_or_default(),
+            since: c.last_transition_time.clone(),
+        })
+        .min_by_key(|p| (p.since.is_none(), p.since.as_ref().map(|t| t.0)))
+}
+
+/// Which failing nodes are remediated and which are held back by the budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub effect: RemediationEffect,
+    /// The budget in nodes.
+    pub budget: usize,
+    /// In budget order.
+    pub remediate: Vec<Problem>,
+    /// In budget order: the next to be remediated first.
+    pub held_back: Vec<Problem>,
+}
+
+/// Decides over the nodes this config may remediate (`nodes`), given the nodes its rules cover now
+/// (`remediated`). Nodes that stopped failing or are no longer among `nodes` are simply not in the result: their
+/// rules go.
+pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTreeSet<String>) -> Decision {
+    let budget = policy.budget(nodes.len());
+    let mut failing: Vec<Problem> = nodes.iter().filter_map(|node| problem(node)).collect();
+    // Already remediated, then known times before unknown ones, oldest first, then by name.
+    failing.sort_by(|a, b| {
+        let key = |p: &Problem| (!remediated.contains(&p.node), p.since.is_none(), p.since.as_ref().map(|t| t.0));
+        key(a).cmp(&key(b)).then_with(|| a.node.cmp(&b.node))
+    });
+    let held_back = failing.split_off(budget.min(failing.len()));
+    Decision { effect: policy.effect, budget, remediate: failing, held_back }
+}
+
+/// The rule's name: `<config>.<node>`. Config names have no dots, so two configs never share one; a name over
+/// 253 characters is cut and ends in a hash of the node name.
+pub fn rule_name(config: &str, node: &str) -> String {
+    let name = format!("{config}.{node}");
+    if name.len() <= 253 {
+        return name;
+    }
+    let cut = name[..236].trim_end_matches(['-', '.']);
+    format!("{cut}-{}", build::short_hash(&node))
+}
+
+/// A condition reason as a taint value (a label value: at most 63 characters of `[-A-Za-z0-9_.]`, alphanumeric
+/// at both ends); None when nothing is left.
+pub fn taint_value(reason: &str) -> Option<String> {
+    let cleaned: String =
+        reason.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let trim = |s: &str| s.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string();
+    let value = trim(&trim(&cleaned).chars().take(63).collect::<String>());
+    (!value.is_empty()).then_some(value)
+}
+
+/// The DeviceTaintRule that taints every Neuron device of the problem's node (its ResourceSlice pool is named
+/// after the node), in `api_version` (v1alpha3 and v1 share this shape).
+pub fn rule(
+    config: &ValidatedConfig,
+    api_version: &str,
+    problem: &Problem,
+    effect: RemediationEffect,
+) -> TaintRuleView {
+    Object {
+        types: Some(TypeMeta { api_version: api_version.into(), kind: crate::cluster::taint_rule::KIND.into() }),
+        metadata: build::owned_meta(config, &rule_name(&config.name, &problem.node), None),
+        spec: TaintRuleSpec {
+            device_selector: Some(TaintSelector {
+                driver: Some(NEURON_DRIVER.into()),
+                pool: Some(problem.node.clone()),
+                ..TaintSelector::default()
+            }),
+            taint: DeviceTaint {
+                key: TAINT_KEY.into(),
+                value: taint_value(&problem.reason),
+                effect: effect.as_str().into(),
+                time_added: None,
+            },
+        },
+        status: None,
+    }
+}
+
+/// The status of a decision; `failed` are nodes whose rule could not be written (not remediated after all).
+pub fn status(config: &str, decision: &Decision, failed: &BTreeSet<String>) -> RemediationStatus {
+    let entry = |p: &Problem, rule: Option<String>| RemediatedNode {
+        node: p.node.clone(),
+        condition: p.condition.clone(),
+        reason: p.reason.clone(),
+        since: p.since.clone(),
+        rule,
+    };
+    let remediated: Vec<&Problem> = decision.remediate.iter().filter(|p| !failed.contains(&p.node)).collect();
+    RemediationStatus {
+        effect: decision.effect.as_str().into(),
+        max_nodes: decision.budget as i64,
+        failing_nodes: (decision.remediate.len() + decision.held_back.len()) as i64,
+        remediated: remediated.len() as i64,
+        held_back: decision.held_back.len() as i64,
+        remediated_nodes: remediated
+            .iter()
+            .take(MAX_LISTED)
+            .map(|p| entry(p, Some(rule_name(config, &p.node))))
+            .collect(),
+        held_back_nodes: decision.held_back.iter().take(MAX_LISTED).map(|p| entry(p, None)).collect(),
+    }
+}
+
+/// The node a rule of the operator taints (its selector's pool).
+pub fn rule_node(rule: &TaintRuleView) -> Option<&str> {
+    rule.spec.device_selector.as_ref()?.pool.as_deref()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,187 @@
+use super::*;
+use crate::api::{NeuronDRAConfig, remediation_problems};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::json;
+
+/// A node with conditions given as (type, status, reason, last transition second).
+fn node(name: &str, conditions: &[(&str, &str, &str, Option<i64>)]) -> NodeView {
+    let conditions: Vec<serde_json::Value> = conditions
+        .iter()
+        .map(|(type_, status, reason, at)| {
+            let mut c = json!({"type": type_, "status": status, "reason": reason});
+            if let Some(at) = at {
+                c["lastTransitionTime"] = json!(k8s_openapi::jiff::Timestamp::from_second(*at).unwrap().to_string());
+            }
+            c
+        })
+        .collect();
+    serde_json::from_value(json!({"metadata": {"name": name}, "status": {"conditions": conditions}})).unwrap()
+}
+
+fn sick(name: &str, at: i64) -> NodeView {
+    node(name, &[("Ready", "True", "KubeletReady", Some(1)), ("NeuronHealth", "True", "NeuronHasError_DMA", Some(at))])
+}
+
+fn healthy(name: &str) -> NodeView {
+    node(name, &[("Ready", "True", "KubeletReady", Some(1)), ("NeuronHealth", "False", "NoError", Some(1))])
+}
+
+fn policy(max_nodes: IntOrString) -> RemediationPolicy {
+    RemediationPolicy { max_nodes, ..RemediationPolicy::default() }
+}
+
+fn names(problems: &[Problem]) -> Vec<&str> {
+    problems.iter().map(|p| p.node.as_str()).collect()
+}
+
+fn decide_over(policy: &RemediationPolicy, nodes: &[NodeView], remediated: &[&str]) -> Decision {
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
+    decide(policy, &nodes, &remediated.iter().map(|n| n.to_string()).collect())
+}
+
+#[test]
+fn either_condition_reports_a_problem_and_the_older_one_counts() {
+    assert_eq!(problem(&healthy("a")), None);
+    let npd = problem(&sick("a", 100)).unwrap();
+    assert_eq!((npd.condition.as_str(), npd.reason.as_str()), ("NeuronHealth", "NeuronHasError_DMA"));
+    let eks = node("b", &[("AcceleratedHardwareReady", "False", "NeuronHBMUncorrectableError", Some(50))]);
+    assert_eq!(problem(&eks).unwrap().condition, ACCELERATED_HARDWARE_READY);
+    let fine = node("c", &[("AcceleratedHardwareReady", "True", "AcceleratedHardwareIsReady", Some(50))]);
+    assert_eq!(problem(&fine), None);
+    let both = node(
+        "d",
+        &[
+            ("NeuronHealth", "True", "NeuronHasError_DMA", Some(300)),
+            ("AcceleratedHardwareReady", "False", "X", Some(200)),
+        ],
+    );
+    assert_eq!(problem(&both).unwrap().condition, ACCELERATED_HARDWARE_READY, "the older report");
+}
+
+#[test]
+fn the_budget_is_a_count_or_a_rounded_up_share_of_at_least_one_node() {
+    let share = |p: &str, n| policy(IntOrString::String(p.into())).budget(n);
+    assert_eq!(share("10%", 5), 1);
+    assert_eq!(share("10%", 25), 3);
+    assert_eq!(share("100%", 7), 7);
+    assert_eq!(share("10%", 0), 1);
+    assert_eq!(policy(IntOrString::Int(2)).budget(40), 2);
+    assert_eq!(RemediationPolicy::default().budget(100), 10, "the default is 10%");
+    assert_eq!(RemediationPolicy::default().effect, RemediationEffect::NoSchedule);
+}
+
+#[test]
+fn more_failures_than_the_budget_remediate_the_oldest_problems_first_then_by_name() {
+    let nodes = [
+        sick("d", 400),
+        healthy("e"),
+        sick("c", 100),
+        sick("b", 300),
+        sick("a", 300),
+        node("f", &[("NeuronHealth", "True", "NoTime", None)]),
+    ];
+    let decision = decide_over(&policy(IntOrString::Int(2)), &nodes, &[]);
+    assert_eq!(decision.budget, 2);
+    assert_eq!(names(&decision.remediate), ["c", "a"]);
+    assert_eq!(names(&decision.held_back), ["b", "d", "f"], "next in line first; a node without a time last");
+    // The cache's order does not matter.
+    let mut reversed = nodes.clone();
+    reversed.reverse();
+    assert_eq!(decide_over(&policy(IntOrString::Int(2)), &reversed, &[]), decision);
+}
+
+#[test]
+fn a_remediated_node_keeps_its_place_when_an_older_problem_appears() {
+    let nodes = [sick("new", 500), sick("old", 100)];
+    let decision = decide_over(&policy(IntOrString::Int(1)), &nodes, &["new"]);
+    assert_eq!(names(&decision.remediate), ["new"], "no flapping");
+    assert_eq!(names(&decision.held_back), ["old"]);
+}
+
+#[test]
+fn a_cleared_condition_releases_the_node_and_frees_its_place() {
+    let nodes = [healthy("a"), sick("b", 200)];
+    let decision = decide_over(&policy(IntOrString::Int(1)), &nodes, &["a"]);
+    assert_eq!(names(&decision.remediate), ["b"], "a's rule goes, b takes the budget");
+    assert!(decision.held_back.is_empty());
+}
+
+#[test]
+fn a_smaller_budget_keeps_the_longest_failing_remediated_nodes() {
+    let nodes = [sick("a", 300), sick("b", 100), sick("c", 200)];
+    let decision = decide_over(&policy(IntOrString::Int(1)), &nodes, &["a", "b", "c"]);
+    assert_eq!(names(&decision.remediate), ["b"]);
+    assert_eq!(names(&decision.held_back), ["c", "a"]);
+}
+
+#[test]
+fn the_rule_taints_every_neuron_device_of_the_node_and_belongs_to_the_config() {
+    let config: NeuronDRAConfig = serde_json::from_value(json!({
+        "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
+        "metadata": {"name": "pool", "uid": "u1"}, "spec": {"remediation": {"effect": "NoExecute"}}}))
+    .unwrap();
+    let config = crate::logic::validate::validate(&config).unwrap();
+    let problem = problem(&sick("ip-10-0-0-1.ec2.internal", 100)).unwrap();
+    let rule = rule(&config, "resource.k8s.io/v1alpha3", &problem, RemediationEffect::NoExecute);
+    let value = serde_json::to_value(&rule).unwrap();
+    assert_eq!(
+        value,
+        json!({
+            "apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
+            "metadata": {
+                "name": "pool.ip-10-0-0-1.ec2.internal",
+                "labels": {"app.kubernetes.io/managed-by": "neuron-dra-operator", "neurondra.io/config": "pool"},
+                "ownerReferences": [{"apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig", "name": "pool",
+                    "uid": "u1", "controller": true, "blockOwnerDeletion": true}],
+            },
+            "spec": {
+                "deviceSelector": {"driver": "neuron.aws.com", "pool": "ip-10-0-0-1.ec2.internal"},
+                "taint": {"key": "neurondra.io/hardware-problem", "value": "NeuronHasError_DMA", "effect": "NoExecute"},
+            },
+        })
+    );
+    assert_eq!(rule_node(&rule), Some("ip-10-0-0-1.ec2.internal"));
+}
+
+#[test]
+fn names_and_values_stay_within_kubernetes_limits() {
+    let long = "n".repeat(250);
+    let name = rule_name("pool", &long);
+    assert_eq!(name.len(), 253);
+    assert_ne!(name, rule_name("pool", &format!("{long}x")), "the hash tells long names apart");
+    assert_ne!(rule_name("a", "b-c"), rule_name("a-b", "c"));
+    assert_eq!(taint_value("NeuronHasError_DMA_ERROR").as_deref(), Some("NeuronHasError_DMA_ERROR"));
+    assert_eq!(taint_value("bad reason: x!").as_deref(), Some("bad_reason__x"));
+    assert_eq!(taint_value(&"x".repeat(80)).map(|v| v.len()), Some(63));
+    assert_eq!(taint_value("__"), None);
+    assert_eq!(taint_value(""), None);
+}
+
+#[test]
+fn the_status_counts_everything_and_lists_a_bounded_number() {
+    let nodes: Vec<NodeView> = (0..120).map(|i| sick(&format!("n{i:03}"), 1000 + i)).collect();
+    let decision = decide_over(&policy(IntOrString::String("50%".into())), &nodes, &[]);
+    let failed = BTreeSet::from(["n001".to_string()]);
+    let status = status("pool", &decision, &failed);
+    assert_eq!((status.max_nodes, status.failing_nodes, status.remediated, status.held_back), (60, 120, 59, 60));
+    assert_eq!((status.remediated_nodes.len(), status.held_back_nodes.len()), (MAX_LISTED, MAX_LISTED));
+    assert_eq!(status.remediated_nodes[0].rule.as_deref(), Some("pool.n000"));
+    assert_eq!(status.remediated_nodes[1].node, "n002", "a node whose rule failed is not remediated");
+    assert_eq!(status.held_back_nodes[0].node, "n060");
+    assert_eq!(status.held_back_nodes[0].rule, None);
+    assert_eq!(status.effect, "NoSchedule");
+}
+
+#[test]
+fn max_nodes_is_a_count_or_a_percentage() {
+    let problems = |max_nodes: IntOrString| remediation_problems(Some(&policy(max_nodes)));
+    let pct = |text: &str| IntOrString::String(text.into());
+    for ok in [IntOrString::Int(1), IntOrString::Int(10_000), pct("1%"), pct("100%"), pct("25%")] {
+        assert!(problems(ok.clone()).is_empty(), "{ok:?}");
+    }
+    for bad in [IntOrString::Int(0), IntOrString::Int(10_001), pct("0%"), pct("101%"), pct("05%"), pct("+5%"), pct("3")]
+    {
+        assert_eq!(problems(bad.clone())[0].0, "spec.remediation.maxNodes", "{bad:?}");
+    }
+    assert!(remediation_problems(None).is_empty());
+}

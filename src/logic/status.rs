@@ -1,0 +1,403 @@
+//! status (pure): what was applied and observed, to the config's status. Conditions keep their
+//! `lastTransitionTime` unless their status changes, so an unchanged world computes an identical status.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{
+    DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, RemediationStatus,
+    TaintRuleSummary, TemplateCapacity, TemplateSummary, UnhealthyDevice,
+};
+
+/// Declares a string-valued enum whose variants serialize to their own names.
+macro_rules! names {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vdoc])* $variant),* }
+
+        impl $name {
+            pub const ALL: &[$name] = &[$($name::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => stringify!($variant)),* }
+            }
+
+            pub fn parse(text: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == text)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+names! {
+    /// The conditions of a config's status (`type`).
+    ConditionType { Ready, ConfigValid, DriverReady, TemplatesReady, DevicesHealthy }
+}
+
+names! {
+    /// Every `reason` a condition can carry; the README's troubleshooting table lists them.
+    Reason {
+        Valid, InvalidSpec, Conflict, Unparseable, Unsupported,
+        RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied,
+        Applied, Missing,
+        AllHealthy, Unhealthy,
+        Ready, NotReady,
+    }
+}
+
+/// Whether the spec can be acted on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Validity {
+    Valid,
+    /// A catalog rule failed: the problems, one per line.
+    InvalidSpec(String),
+    /// The stored object cannot be read by this build.
+    Unparseable(String),
+    /// Overlaps an older config; the rest is applied.
+    Conflict(String),
+    /// Asks for what this Kubernetes server does not support: why, naming the field. Nothing is applied.
+    Unsupported(String),
+}
+
+impl Validity {
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Valid => Reason::Valid,
+            Self::InvalidSpec(_) => Reason::InvalidSpec,
+            Self::Unparseable(_) => Reason::Unparseable,
+            Self::Conflict(_) => Reason::Conflict,
+            Self::Unsupported(_) => Reason::Unsupported,
+        }
+    }
+
+    /// Whether the spec could be read and passed validation (a conflict still applies the rest).
+    pub fn spec_ok(&self) -> bool {
+        matches!(self, Self::Valid | Self::Conflict(_))
+    }
+}
+
+/// The reason a stored status gives for one condition, if it is one this build knows.
+pub fn condition_reason(status: Option<&NeuronDRAConfigStatus>, type_: ConditionType) -> Option<Reason> {
+    let condition = status?.conditions.iter().find(|c| c.type_ == type_.as_str())?;
+    Reason::parse(&condition.reason)
+}
+
+/// The plugin rollout as the DaemonSet reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rollout {
+    /// Not applied, with why.
+    NotApplied(String),
+    /// Applied; figures from its status (absent until the DaemonSet controller has looked at it).
+    Applied { status: DriverStatus, observed: bool },
+}
+
+/// Device health over the selected nodes (see `health`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Health {
+    pub summary: DeviceSummary,
+    pub unhealthy_devices: Vec<UnhealthyDevice>,
+    /// Devices with an `effect: None` taint: listed, still counted healthy.
+    pub informational_taints: Vec<UnhealthyDevice>,
+    /// DeviceTaintRules that taint this config's devices.
+    pub taint_rules: Vec<TaintRuleSummary>,
+    pub node_issues: Vec<NodeIssue>,
+    /// Claims that hold an unhealthy device.
+    pub affected_claims: usize,
+}
+
+/// Everything the status is computed from.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub generation: Option<i64>,
+    pub paused: bool,
+    pub validity: Validity,
+    pub rollout: Rollout,
+    /// Templates present and as wanted, over templates wanted.
+    pub templates_present: usize,
+    pub templates_wanted: usize,
+    pub template_namespaces: usize,
+    pub profiles: Vec<ProfileStatus>,
+    /// Namespaces or templates that are missing, for the message.
+    pub templates_missing: Vec<String>,
+    pub health: Option<Health>,
+    /// Claims and room per template (empty until computed).
+    pub capacity: Vec<TemplateCapacity>,
+    /// What the remediation policy does (None without one).
+    pub remediation: Option<RemediationStatus>,
+}
+
+pub fn compute(
+    previous: Option<&NeuronDRAConfigStatus>,
+    observed: &Observation,
+    now: Timestamp,
+) -> NeuronDRAConfigStatus {
+    let mut conditions = Vec::new();
+    let generation = observed.generation;
+    let mut set = |type_: ConditionType, ok: bool, reason: Reason, message: String| {
+        let status = if ok { "True" } else { "False" };
+        let previous = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_.as_str()));
+        let last_transition_time = match previous {
+            Some(p) if p.status == status => p.last_transition_time.clone(),
+            _ => Time(now),
+        };
+        conditions.push(Condition {
+            type_: type_.as_str().into(),
+            status: status.into(),
+            reason: reason.as_str().into(),
+            message,
+            observed_generation: generation,
+            last_transition_time,
+        });
+    };
+
+    let (valid, message) = match &observed.validity {
+        Validity::Valid => (true, "the spec is valid".to_string()),
+        Validity::InvalidSpec(message) | Validity::Conflict(message) | Validity::Unsupported(message) => {
+            (false, message.clone())
+        }
+        Validity::Unparseable(error) => (false, format!("the operator cannot read this object: {error}")),
+    };
+    let spec_ok = observed.validity.spec_ok();
+    set(ConditionType::ConfigValid, valid, observed.validity.reason(), message);
+
+    let (driver_ok, driver_reason, driver_message, driver) = match &observed.rollout {
+        Rollout::NotApplied(why) => (false, Reason::NotApplied, why.clone(), None),
+        Rollout::Applied { status, observed: false } => {
+            (false, Reason::Pending, "waiting for the DaemonSet controller".into(), Some(status.clone()))
+        }
+        Rollout::Applied { status, .. } => {
+            let (ok, reason, message) = crate::logic::rollout::driver_condition(status);
+            (ok, reason, message, Some(status.clone()))
+        }
+    };
+    set(ConditionType::DriverReady, driver_ok, driver_reason, driver_message);
+
+    let templates_ok = spec_ok && observed.templates_present == observed.templates_wanted;
+    let templates_message = if templates_ok {
+        format!("{} templates in {} namespaces", observed.templates_present, observed.template_namespaces)
+    } else if !spec_ok {
+        "not applied: the spec is invalid".into()
+    } else {
+        format!(
+            "{} of {} templates present; missing: {}",
+            observed.templates_present,
+            observed.templates_wanted,
+            observed.templates_missing.join(", ")
+        )
+    };
+    let templates_reason = if templates_ok { Reason::Applied } else { Reason::Missing };
+    set(ConditionType::TemplatesReady, templates_ok, templates_reason, templates_message);
+
+    if let Some(health) = &observed.health {
+        let healthy = health.summary.unhealthy == 0 && health.node_issues.is_empty();
+        let message = format!(
+            "{} of {} devices healthy on {} nodes; {} node issues; {} claims hold an unhealthy device",
+            health.summary.healthy,
+            health.summary.total,
+            health.summary.nodes,
+            health.node_issues.len(),
+            health.affected_claims
+        );
+        let reason = if healthy { Reason::AllHealthy } else { Reason::Unhealthy };
+        set(ConditionType::DevicesHealthy, healthy, reason, message);
+    }
+
+    let ready = valid && driver_ok && templates_ok;
+    let ready_message =
+        if ready { "the driver is rolled out and every template is in place" } else { "see the other conditions" };
+    set(ConditionType::Ready, ready, if ready { Reason::Ready } else { Reason::NotReady }, ready_message.into());
+
+    let phase = if observed.paused {
+        Phase::Paused
+    } else if !valid || observed.health.as_ref().is_some_and(|h| h.summary.unhealthy > 0 || !h.node_issues.is_empty()) {
+        Phase::Degraded
+    } else if ready {
+        Phase::Ready
+    } else {
+        Phase::Progressing
+    };
+
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    let health = observed.health.clone().unwrap_or_default();
+    NeuronDRAConfigStatus {
+        observed_generation: generation,
+        phase: Some(phase),
+        conditions,
+        driver,
+        devices: observed.health.as_ref().map(|h| h.summary.clone()),
+        unhealthy_devices: health.unhealthy_devices,
+        informational_taints: health.informational_taints,
+        taint_rules: health.taint_rules,
+        node_issues: health.node_issues,
+        templates: Some(TemplateSummary {
+            namespaces: observed.template_namespaces as i64,
+            count: observed.templates_present as i64,
+            min_available: observed.capacity.iter().map(|c| c.available).min(),
+        }),
+        profiles: observed
+            .profiles
+            .iter()
+            .map(|profile| ProfileStatus {
+                capacity: observed
+                    .capacity
+                    .iter()
+                    .filter(|c| profile.templates.contains(&c.template))
+                    .cloned()
+                    .collect(),
+                ..profile.clone()
+            })
+            .collect(),
+        remediation: observed.remediation.clone(),
+    }
+}
+
+/// Now, to the second: the API server stores condition times in seconds, so a finer time would never compare equal.
+pub fn now() -> Timestamp {
+    Timestamp::from_second(Timestamp::now().as_second()).expect("current time is in range")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observation() -> Observation {
+        Observation {
+            generation: Some(3),
+            paused: false,
+            validity: Validity::Valid,
+            rollout: Rollout::Applied {
+                status: DriverStatus { desired_nodes: 2, ready_nodes: 2, updated_nodes: 2, ..DriverStatus::default() },
+                observed: true,
+            },
+            templates_present: 4,
+            templates_wanted: 4,
+            template_namespaces: 2,
+            profiles: vec![],
+            templates_missing: vec![],
+            health: None,
+            capacity: Vec::new(),
+            remediation: None,
+        }
+    }
+
+    fn condition(status: &NeuronDRAConfigStatus, type_: ConditionType) -> &Condition {
+        status.conditions.iter().find(|c| c.type_ == type_.as_str()).unwrap()
+    }
+
+    #[test]
+    fn all_good_is_ready() {
+        let status = compute(None, &observation(), now());
+        assert_eq!(status.phase, Some(Phase::Ready));
+        for type_ in [
+            ConditionType::Ready,
+            ConditionType::ConfigValid,
+            ConditionType::DriverReady,
+            ConditionType::TemplatesReady,
+        ] {
+            assert_eq!(condition(&status, type_).status, "True", "{type_}");
+        }
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.templates, Some(TemplateSummary { namespaces: 2, count: 4, min_available: None }));
+    }
+
+    #[test]
+    fn an_unchanged_world_computes_an_identical_status() {
+        let first = compute(None, &observation(), Timestamp::from_second(1000).unwrap());
+        let second = compute(Some(&first), &observation(), Timestamp::from_second(2000).unwrap());
+        assert_eq!(first, second);
+    }
+
+    #[test]
+    fn transition_time_moves_only_when_the_status_changes() {
+        let t1 = Timestamp::from_second(1000).unwrap();
+        let t2 = Timestamp::from_second(2000).unwrap();
+        let first = compute(None, &observation(), t1);
+        let mut rolling = observation();
+        rolling.rollout = Rollout::Applied {
+            status: DriverStatus { desired_nodes: 2, ready_nodes: 1, updated_nodes: 2, ..DriverStatus::default() },
+            observed: true,
+        };
+        let second = compute(Some(&first), &rolling, t2);
+        assert_eq!(condition(&second, ConditionType::DriverReady).last_transition_time, Time(t2));
+        assert_eq!(condition(&second, ConditionType::DriverReady).reason, "RollingOut");
+        assert_eq!(condition(&second, ConditionType::ConfigValid).last_transition_time, Time(t1));
+        assert_eq!(second.phase, Some(Phase::Progressing));
+    }
+
+    #[test]
+    fn invalid_spec_is_degraded_and_conflict_keeps_templates_judged() {
+        let mut invalid = observation();
+        invalid.validity = Validity::InvalidSpec("spec.x: bad".into());
+        let status = compute(None, &invalid, now());
+        assert_eq!(status.phase, Some(Phase::Degraded));
+        assert_eq!(condition(&status, ConditionType::ConfigValid).reason, "InvalidSpec");
+        assert_eq!(condition(&status, ConditionType::Ready).status, "False");
+
+        let mut conflict = observation();
+        conflict.validity = Validity::Conflict("nodes n1 ...".into());
+        let status = compute(None, &conflict, now());
+        assert_eq!(condition(&status, ConditionType::ConfigValid).reason, "Conflict");
+        assert_eq!(condition(&status, ConditionType::TemplatesReady).status, "True");
+    }
+
+    #[test]
+    fn paused_shows_paused() {
+        let mut paused = observation();
+        paused.paused = true;
+        assert_eq!(compute(None, &paused, now()).phase, Some(Phase::Paused));
+    }
+
+    #[test]
+    fn missing_templates_are_named() {
+        let mut missing = observation();
+        missing.templates_present = 3;
+        missing.templates_missing = vec!["team-a/pretrain".into()];
+        let status = compute(None, &missing, now());
+        assert_eq!(condition(&status, ConditionType::TemplatesReady).status, "False");
+        assert!(condition(&status, ConditionType::TemplatesReady).message.contains("team-a/pretrain"));
+        assert_eq!(status.phase, Some(Phase::Progressing));
+    }
+
+    #[test]
+    fn names_are_the_api_strings_and_the_readme_explains_each() {
+        let reasons: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "Valid",
+                "InvalidSpec",
+                "Conflict",
+                "Unparseable",
+                "Unsupported",
+                "RolloutComplete",
+                "RollingOut",
+                "RolloutHalted",
+                "Pending",
+                "NotApplied",
+                "Applied",
+                "Missing",
+                "AllHealthy",
+                "Unhealthy",
+                "Ready",
+                "NotReady"
+            ]
+        );
+        assert_eq!(Reason::parse("RollingOut"), Some(Reason::RollingOut));
+        assert_eq!(Reason::parse("rollingout"), None);
+        let readme = include_str!("../../README.md");
+        let table = &readme[readme.find("| condition | reason |").expect("the troubleshooting table")..];
+        for reason in Reason::ALL {
+            assert!(table.contains(&format!("`{reason}`")), "README's troubleshooting table lacks {reason}");
+        }
+        for type_ in ConditionType::ALL {
+            assert!(table.contains(&format!("| {type_} |")), "README's troubleshooting table lacks {type_}");
+        }
+    }
+}

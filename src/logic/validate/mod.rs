@@ -1,0 +1,436 @@
+//! validate (pure): a `NeuronDRAConfig` to a `ValidatedConfig`, or every problem found, each naming its field.
+//!
+//! Three layers check a config: the CRD schema and CEL rules in the API server, the `validator` derive on the
+//! API types (the same bounds, for offline `render`), and the catalog rules here that need knowledge of
+//! instance types. The CEL rules are repeated here so that `render` rejects what the API server would.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use validator::{Validate, ValidationErrors, ValidationErrorsKind};
+
+use crate::api::{
+    DNS_LABEL, DeviceCount, DeviceRequest, FALLBACKS_WITH_EFA, MAX_DISAGGREGATED_NAME, NeuronDRAConfig,
+    NeuronDRAConfigSpec, Profile,
+};
+use crate::logic::catalog;
+
+/// Longest config name: it is part of the plugin DaemonSet's name.
+pub const MAX_CONFIG_NAME: usize = 40;
+
+/// One problem with a config: the field path (`spec.profiles[0].training.devices`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FieldError {
+    pub path: String,
+    pub reason: String,
+}
+
+impl FieldError {
+    fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { path: path.into(), reason: reason.into() }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.reason)
+    }
+}
+
+/// Every problem found in one config, sorted by field path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidConfig(pub Vec<FieldError>);
+
+impl fmt::Display for InvalidConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("; "))
+    }
+}
+
+impl std::error::Error for InvalidConfig {}
+
+/// How many devices one claim asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    All,
+    Exactly(u32),
+}
+
+/// What a claim allocates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimKind {
+    /// Neuron devices on one node, with `efa` interfaces aligned to them when asked for.
+    Devices { count: Count, efa: Option<Count> },
+    /// One UltraServer node entry (`resourceType == 'neuron_node'`) joined with others by the driver.
+    UltraServerNode { nodes: u8 },
+}
+
+/// One way to satisfy a claim: which devices, how many, and their Logical NeuronCore setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub instance_type: Option<String>,
+    pub neuron_driver_version: Option<String>,
+    pub logical_neuron_core: Option<u8>,
+    pub kind: ClaimKind,
+}
+
+/// One ResourceClaimTemplate to be, resolved from a profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimSpec {
+    /// Template name (the profile name, or `<name>-prefill` / `<name>-decode`).
+    pub template: String,
+    pub profile: String,
+    /// The request, then its fallbacks in order; never empty. More than one only for device requests without EFA.
+    pub choices: Vec<Choice>,
+}
+
+impl ClaimSpec {
+    /// The preferred choice (the request as written).
+    pub fn first(&self) -> &Choice {
+        &self.choices[0]
+    }
+}
+
+/// A config that passed every check, with its profiles resolved into claims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidatedConfig {
+    pub name: String,
+    pub uid: Option<String>,
+    pub spec: NeuronDRAConfigSpec,
+    /// In profile order; a disaggregated profile gives prefill then decode.
+    pub claims: Vec<ClaimSpec>,
+}
+
+impl ValidatedConfig {
+    /// Template names per profile, in profile order.
+    pub fn templates_by_profile(&self) -> Vec<(String, Vec<String>)> {
+        let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
+        for claim in &self.claims {
+            match grouped.last_mut() {
+                Some((profile, templates)) if *profile == claim.profile => templates.push(claim.template.clone()),
+                _ => grouped.push((claim.profile.clone(), vec![claim.template.clone()])),
+            }
+        }
+        grouped
+    }
+}
+
+/// Checks a config and resolves its profiles.
+pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConfig> {
+    let mut errors = Vec::new();
+    let name = config.metadata.name.clone().unwrap_or_default();
+    check_config_name(&name, &mut errors);
+
+    if let Err(found) = config.spec.validate() {
+        flatten_validator_errors("spec", &found, &mut errors);
+    }
+    check_extended_resource(config.spec.extended_resource_name.as_deref(), &config.spec.device_class_name, &mut errors);
+    check_selector("spec.nodeSelector", config.spec.node_selector.as_ref(), &mut errors);
+    check_selector("spec.templates.namespaceSelector", config.spec.templates.namespace_selector.as_ref(), &mut errors);
+    // The rollout and remediation policies' CEL rules.
+    errors.extend(crate::api::rollout_problems(&config.spec.driver).into_iter().map(|(p, r)| FieldError::new(p, r)));
+    let remediation = crate::api::remediation_problems(config.spec.remediation.as_ref());
+    errors.extend(remediation.into_iter().map(|(p, r)| FieldError::new(p, r)));
+
+    let mut claims = Vec::new();
+    for (index, profile) in config.spec.profiles.iter().enumerate() {
+        claims.extend(resolve_profile(&format!("spec.profiles[{index}]"), profile, &mut errors));
+    }
+    check_unique_templates(&config.spec.profiles, &claims, &mut errors);
+
+    if errors.is_empty() {
+        Ok(ValidatedConfig { name, uid: config.metadata.uid.clone(), spec: config.spec.clone(), claims })
+    } else {
+        errors.sort();
+        errors.dedup();
+        Err(InvalidConfig(errors))
+    }
+}
+
+fn check_config_name(name: &str, errors: &mut Vec<FieldError>) {
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "is required"));
+    } else if name.len() > MAX_CONFIG_NAME {
+        errors.push(FieldError::new(
+            "metadata.name",
+            format!("must be at most {MAX_CONFIG_NAME} characters (it names the plugin DaemonSet)"),
+        ));
+    } else if !DNS_LABEL.is_match(name) {
+        errors.push(FieldError::new("metadata.name", "must be a DNS label (lower-case letters, digits and '-')"));
+    }
+}
+
+/// The two CEL rules on `extendedResourceName` (its pattern and length are checked by the derive).
+fn check_extended_resource(name: Option<&str>, device_class: &str, errors: &mut Vec<FieldError>) {
+    let Some(name) = name else { return };
+    let domain = name.split_once('/').map_or("", |(domain, _)| domain);
+    if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") {
+        errors.push(FieldError::new(
+            "spec.extendedResourceName",
+            "must not be in the kubernetes.io domain (kept for Kubernetes' own resources)",
+        ));
+    }
+    if device_class.len() > 245 {
+        errors.push(FieldError::new(
+            "spec.deviceClassName",
+            "must be at most 245 characters with extendedResourceName (the extra DeviceClass is named devices.<deviceClassName>)",
+        ));
+    }
+}
+
+fn check_selector(path: &str, selector: Option<&LabelSelector>, errors: &mut Vec<FieldError>) {
+    let Some(selector) = selector else { return };
+    for (index, expr) in selector.match_expressions.iter().flatten().enumerate() {
+        let path = format!("{path}.matchExpressions[{index}]");
+        let values = expr.values.as_ref().map_or(0, Vec::len);
+        match expr.operator.as_str() {
+            "In" | "NotIn" if values == 0 => {
+                errors.push(FieldError::new(format!("{path}.values"), "must not be empty for In and NotIn"))
+            }
+            "Exists" | "DoesNotExist" if values > 0 => {
+                errors.push(FieldError::new(format!("{path}.values"), "must be empty for Exists and DoesNotExist"))
+            }
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => errors.push(FieldError::new(
+                format!("{path}.operator"),
+                format!("{other:?} is not one of In, NotIn, Exists, DoesNotExist"),
+            )),
+        }
+    }
+}
+
+fn resolve_profile(path: &str, profile: &Profile, errors: &mut Vec<FieldError>) -> Vec<ClaimSpec> {
+    let kinds = [profile.training.is_some(), profile.long_context_inference.is_some(), profile.disaggregated.is_some()];
+    if kinds.iter().filter(|set| **set).count() != 1 {
+        errors
+            .push(FieldError::new(path, "exactly one of training, longContextInference or disaggregated must be set"));
+        return Vec::new();
+    }
+    let name = &profile.name;
+    let claim = |template: String, choices: Vec<Choice>| ClaimSpec { template, profile: name.clone(), choices };
+
+    if let Some(training) = &profile.training {
+        return vec![claim(name.clone(), resolve_choices(&format!("{path}.training"), training, errors))];
+    }
+    if let Some(inference) = &profile.long_context_inference {
+        let path = format!("{path}.longContextInference");
+        let request = inference.request();
+        let choices = match inference.ultra_server_nodes {
+            Some(nodes) => {
+                for (field, set) in [
+                    ("devices", inference.devices.is_some()),
+                    ("efa", inference.efa == Some(true)),
+                    ("fallbacks", !inference.fallbacks.is_empty()),
+                ] {
+                    if set {
+                        errors
+                            .push(FieldError::new(format!("{path}.{field}"), "must not be set with ultraServerNodes"));
+                    }
+                }
+                resolve_ultra_server(&path, &request, errors);
+                vec![choice(&request, ClaimKind::UltraServerNode { nodes })]
+            }
+            None => resolve_choices(&path, &request, errors),
+        };
+        return vec![claim(name.clone(), choices)];
+    }
+    let disaggregated = profile.disaggregated.as_ref().expect("one kind is set");
+    if name.len() > MAX_DISAGGREGATED_NAME {
+        errors.push(FieldError::new(
+            format!("{path}.name"),
+            format!(
+                "must be at most {MAX_DISAGGREGATED_NAME} characters for a disaggregated profile \
+                 (room for the -prefill and -decode suffixes)"
+            ),
+        ));
+    }
+    let prefill = resolve_choices(&format!("{path}.disaggregated.prefill"), &disaggregated.prefill, errors);
+    let decode = resolve_choices(&format!("{path}.disaggregated.decode"), &disaggregated.decode, errors);
+    vec![claim(format!("{name}-prefill"), prefill), claim(format!("{name}-decode"), decode)]
+}
+
+fn choice(request: &DeviceRequest, kind: ClaimKind) -> Choice {
+    Choice {
+        instance_type: request.instance_type.clone(),
+        neuron_driver_version: request.neuron_driver_version.clone(),
+        logical_neuron_core: request.logical_neuron_core,
+        kind,
+    }
+}
+
+/// A device request and its fallbacks, each checked against the catalog like the request itself.
+fn resolve_choices(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldError>) -> Vec<Choice> {
+    if !request.fallbacks.is_empty() && request.efa == Some(true) {
+        errors.push(FieldError::new(format!("{path}.fallbacks"), FALLBACKS_WITH_EFA));
+    }
+    let mut choices = vec![choice(request, resolve_devices(path, request, errors))];
+    for (index, fallback) in request.fallbacks.iter().enumerate() {
+        let path = format!("{path}.fallbacks[{index}]");
+        let fallback = fallback.request();
+        let next = choice(&fallback, resolve_devices(&path, &fallback, errors));
+        // The scheduler allocates a choice from its selectors and count alone: one that repeats an earlier choice
+        // (even with another Logical NeuronCore setting) fails where that one failed and is never picked.
+        if choices.iter().any(|earlier| same_devices(earlier, &next)) {
+            errors.push(FieldError::new(
+                path,
+                "asks for the same devices as the request or an earlier fallback, so it would never be chosen",
+            ));
+        }
+        choices.push(next);
+    }
+    choices
+}
+
+fn same_devices(a: &Choice, b: &Choice) -> bool {
+    a.instance_type == b.instance_type && a.neuron_driver_version == b.neuron_driver_version && a.kind == b.kind
+}
+
+/// Checks a device request against the catalog and resolves its counts.
+fn resolve_devices(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldError>) -> ClaimKind {
+    let instance = check_instance_type(path, request, errors);
+    let count = match request.devices.unwrap_or(DeviceCount::ALL) {
+        DeviceCount::All(_) => Count::All,
+        DeviceCount::Count(n) if DeviceCount::ALLOWED_COUNTS.contains(&n) => Count::Exactly(n),
+        DeviceCount::Count(n) => {
+            errors.push(FieldError::new(format!("{path}.devices"), format!("{n} is not one of All, 1, 4, 8 or 16")));
+            Count::Exactly(n)
+        }
+    };
+    if let (Count::Exactly(n), Some(instance)) = (count, instance)
+        && let Some(total) = instance.devices.filter(|total| n > *total)
+    {
+        errors.push(FieldError::new(
+            format!("{path}.devices"),
+            format!("{n} is more than the {total} devices of {}", instance.name),
+        ));
+    }
+    let efa = if request.efa == Some(true) {
+        if let Some(instance) = instance.filter(|i| i.efa_interfaces == 0) {
+            errors.push(FieldError::new(format!("{path}.efa"), format!("{} has no EFA interfaces", instance.name)));
+        }
+        Some(match count {
+            Count::All => Count::All,
+            Count::Exactly(n) => Count::Exactly(instance.map_or(n, |i| i.efa_for(n))),
+        })
+    } else {
+        None
+    };
+    ClaimKind::Devices { count, efa }
+}
+
+fn resolve_ultra_server(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldError>) {
+    if let Some(instance) = check_instance_type(path, request, errors)
+        && !instance.ultra_server
+    {
+        errors.push(FieldError::new(
+            format!("{path}.ultraServerNodes"),
+            format!("{} is not an UltraServer type (use trn2u.48xlarge or trn3.48xlarge)", instance.name),
+        ));
+    }
+}
+
+/// Rules that depend on the instance type; returns the catalog row when the type is known.
+fn check_instance_type(
+    path: &str,
+    request: &DeviceRequest,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'static catalog::InstanceType> {
+    let name = request.instance_type.as_deref()?;
+    if catalog::is_inferentia(name) {
+        errors.push(FieldError::new(
+            format!("{path}.instanceType"),
+            format!("{name} is Inferentia, which the Neuron DRA driver does not support"),
+        ));
+        return None;
+    }
+    let instance = catalog::lookup(name)?;
+    if request.logical_neuron_core.is_some() && !instance.lnc {
+        errors.push(FieldError::new(
+            format!("{path}.logicalNeuronCore"),
+            format!("{name} does not support Logical NeuronCore configuration (only Trn2 and Trn3 do)"),
+        ));
+    }
+    Some(instance)
+}
+
+fn check_unique_templates(profiles: &[Profile], claims: &[ClaimSpec], errors: &mut Vec<FieldError>) {
+    let index_of: BTreeMap<&str, usize> =
+        profiles.iter().enumerate().rev().map(|(i, p)| (p.name.as_str(), i)).collect();
+    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    for (index, profile) in profiles.iter().enumerate() {
+        if index_of[profile.name.as_str()] != index {
+            errors.push(FieldError::new(
+                format!("spec.profiles[{index}].name"),
+                format!("duplicate profile name {:?}", profile.name),
+            ));
+        }
+    }
+    for claim in claims {
+        match owner.insert(&claim.template, &claim.profile) {
+            Some(first) if first != claim.profile => errors.push(FieldError::new(
+                format!("spec.profiles[{}].name", index_of[claim.profile.as_str()]),
+                format!("template name {:?} is also produced by profile {first:?}", claim.template),
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// Turns the validator derive's nested errors into one `FieldError` per field, with camelCase paths.
+fn flatten_validator_errors(path: &str, found: &ValidationErrors, out: &mut Vec<FieldError>) {
+    for (field, kind) in found.errors() {
+        let path = format!("{path}.{}", camel_case(field));
+        match kind {
+            ValidationErrorsKind::Field(list) => {
+                out.extend(list.iter().map(|e| FieldError::new(&path, describe(e))));
+            }
+            ValidationErrorsKind::Struct(inner) => flatten_validator_errors(&path, inner, out),
+            ValidationErrorsKind::List(items) => {
+                for (index, inner) in items {
+                    flatten_validator_errors(&format!("{path}[{index}]"), inner, out);
+                }
+            }
+        }
+    }
+}
+
+fn describe(error: &validator::ValidationError) -> String {
+    if let Some(message) = &error.message {
+        return message.to_string();
+    }
+    let param = |key: &str| error.params.get(key).map(ToString::to_string);
+    match error.code.as_ref() {
+        "length" => match (param("min"), param("max")) {
+            (Some(min), Some(max)) => format!("length must be between {min} and {max}"),
+            (None, Some(max)) => format!("must have at most {max} entries or characters"),
+            (Some(min), None) => format!("must have at least {min} entries or characters"),
+            _ => "has a bad length".into(),
+        },
+        "range" => {
+            format!("must be between {} and {}", param("min").unwrap_or_default(), param("max").unwrap_or_default())
+        }
+        "regex" => format!("{} is not well-formed", param("value").unwrap_or_default()),
+        other => other.to_string(),
+    }
+}
+
+fn camel_case(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

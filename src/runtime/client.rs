@@ -1,0 +1,54 @@
+//! The API client: kubeconfig or in-cluster, with every request counted in the metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use kube::client::retry::RetryPolicy;
+use kube::client::{Body, ClientBuilder};
+use kube::{Client, Config};
+use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
+
+use crate::runtime::telemetry::Metrics;
+
+/// Retries of one request the API server answered with 429, 503 or 504, honouring its `Retry-After`.
+const RETRIES: u32 = 3;
+
+/// A client from `KUBECONFIG` or the in-cluster environment whose requests land in `api_requests`.
+///
+/// kube's own retry of throttled requests (15 attempts, backing off to minutes) would hold a reconcile silently for
+/// minutes under API Priority and Fairness; this one gives up after a few seconds, so the reconcile fails visibly
+/// (log, metric, event) and its config is retried with the controller's backoff while other configs go on.
+pub async fn counted_client(metrics: Arc<Metrics>) -> anyhow::Result<Client> {
+    let mut config = Config::infer().await?;
+    config.default_retry = false;
+    let policy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(5), RETRIES, true)?;
+    let count = tower::util::MapRequestLayer::new(move |request: http::Request<Body>| {
+        metrics.record_request(&request);
+        request
+    });
+    Ok(ClientBuilder::try_from(config)?
+        // The retry layer clones the service it wraps; a buffer makes the boxed stack clonable.
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&RetryLayer::new(policy))
+        .with_layer(&count)
+        .build())
+}
+
+/// The CRD `run` checks before it starts.
+pub const CRD_NAME: &str = "neurondraconfigs.neurondra.io";
+/// Names another CRD for `check_crd` to read, for tests only (deliberately not a `run` flag). The install tests
+/// point it at a throwaway CRD carrying an older version, so they can show a real operator process refusing to
+/// start without downgrading the shared control plane's real CRD under tests that run in parallel.
+pub const CHECK_CRD_ENV: &str = "NEURONDRA_TEST_CHECK_CRD";
+
+/// Refuses to run against a missing or older CRD (it would silently drop fields this build writes).
+pub async fn check_crd(client: &Client) -> anyhow::Result<()> {
+    let name = std::env::var(CHECK_CRD_ENV).unwrap_or_else(|_| CRD_NAME.to_string());
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let installed = api.get_opt(&name).await?;
+    crate::runtime::crd::check_installed(installed.as_ref())?;
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! The CRD as YAML (what `neuron-dra-operator crd` prints and `crds/` holds), and the check that the installed
+//! CRD is not older than the one this binary was built with.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use crate::api::NeuronDRAConfig;
+use crate::logic::build::short_hash;
+
+pub const CRD_FILE: &str = "crds/neurondra.io_neurondraconfigs.yaml";
+/// Operator version that generated the CRD.
+pub const ANNOTATION_VERSION: &str = "neurondra.io/operator-version";
+/// Hash of the CRD's spec: equal hashes mean the same schema.
+pub const ANNOTATION_SCHEMA_HASH: &str = "neurondra.io/schema-hash";
+
+/// The CRD, annotated with the operator version and a hash of its spec.
+pub fn crd() -> CustomResourceDefinition {
+    let mut crd = NeuronDRAConfig::crd();
+    crd.metadata.annotations = Some(BTreeMap::from([
+        (ANNOTATION_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        (ANNOTATION_SCHEMA_HASH.to_string(), short_hash(&crd.spec)),
+    ]));
+    crd
+}
+
+pub fn crd_yaml() -> String {
+    serde_yaml::to_string(&crd()).expect("the CRD serializes")
+}
+
+/// Why the installed CRD cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CrdMismatch {
+    #[error(
+        "the NeuronDRAConfig CRD is not installed; install it with `kubectl apply -f {CRD_FILE}` (or `kubectl apply -k config/default`)"
+    )]
+    Missing,
+    #[error(
+        "the installed NeuronDRAConfig CRD (operator version {installed}) is older than this operator ({ours}) and would silently drop fields; upgrade it first with `kubectl apply --server-side -f {CRD_FILE}` (or `kubectl apply -k config/crd`), then restart the operator"
+    )]
+    Older { installed: String, ours: String },
+}
+
+/// Compares the installed CRD's annotations with this build's. A newer CRD is accepted (fields only grow within
+/// v1alpha1); an older or unannotated one is refused.
+pub fn check_installed(installed: Option<&CustomResourceDefinition>) -> Result<(), CrdMismatch> {
+    let installed = installed.ok_or(CrdMismatch::Missing)?;
+    let ours = crd();
+    let annotation = |crd: &CustomResourceDefinition, key: &str| {
+        crd.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned().unwrap_or_default()
+    };
+    if annotation(installed, ANNOTATION_SCHEMA_HASH) == annotation(&ours, ANNOTATION_SCHEMA_HASH) {
+        return Ok(());
+    }
+    let installed_version = annotation(installed, ANNOTATION_VERSION);
+    let our_version = annotation(&ours, ANNOTATION_VERSION);
+    if parse_version(&installed_version) > parse_version(&our_version) {
+        return Ok(());
+    }
+    Err(CrdMismatch::Older {
+        installed: if installed_version.is_empty() { "unknown".into() } else { installed_version },
+        ours: our_version,
+    })
+}
+
+fn parse_version(version: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_crd_passes_and_a_missing_one_is_refused() {
+        assert_eq!(check_installed(Some(&crd())), Ok(()));
+        assert_eq!(check_installed(None), Err(CrdMismatch::Missing));
+    }
+
+    #[test]
+    fn an_older_or_unannotated_crd_is_refused_with_upgrade_instructions() {
+        let mut older = crd();
+        older.metadata.annotations = Some(BTreeMap::from([
+            (ANNOTATION_VERSION.to_string(), "0.0.1".to_string()),
+            (ANNOTATION_SCHEMA_HASH.to_string(), "0000".to_string()),
+        ]));
+        let error = check_installed(Some(&older)).unwrap_err();
+        assert!(error.to_string().contains("kubectl apply --server-side -f crds/neurondra.io_neurondraconfigs.yaml"));
+        let mut bare = crd();
+        bare.metadata.annotations = None;
+        assert!(matches!(check_installed(Some(&bare)), Err(CrdMismatch::Older { .. })));
+    }
+
+    #[test]
+    fn a_newer_crd_is_accepted() {
+        let mut newer = crd();
+        newer.metadata.annotations = Some(BTreeMap::from([
+            (ANNOTATION_VERSION.to_string(), "999.0.0".to_string()),
+            (ANNOTATION_SCHEMA_HASH.to_string(), "ffff".to_string()),
+        ]));
+        assert_eq!(check_installed(Some(&newer)), Ok(()));
+    }
+}

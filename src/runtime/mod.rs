@@ -1,0 +1,8 @@
+//! The process around the controller: the API client, leader election, the health and metrics servers, logs and
+//! metrics, and the CRD check.
+
+pub mod client;
+pub mod crd;
+pub mod leader;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,246 @@
+//! The two servers of `run`: `/healthz` and `/readyz` in plain HTTP for the kubelet's probes, and `/metrics` over
+//! HTTPS for callers the API server vouches for: the bearer token is authenticated with a TokenReview and the
+//! caller must be allowed `get` on the non-resource URL `/metrics` (a SubjectAccessReview), as kubebuilder's
+//! secure metrics server does. One review of each per scrape; nothing is cached.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::runtime::telemetry::{Metrics, Readiness};
+
+/// The path, and the verb a caller needs on it, of the metrics endpoint (the `metrics-reader` ClusterRole's rule).
+pub const METRICS_PATH: &str = "/metrics";
+const METRICS_VERB: &str = "get";
+
+/// How `/metrics` is served.
+pub enum MetricsSecurity {
+    /// Plain HTTP, no authentication: `--metrics-secure=false`, for local runs only.
+    Plain,
+    /// HTTPS; the client sends the TokenReviews and SubjectAccessReviews.
+    Https { tls: Arc<rustls::ServerConfig>, client: Client },
+}
+
+/// Binds an address, naming it in the error (a port in use is a one-line error at start).
+pub fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr} ({what})"))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Serves `/healthz` and `/readyz` until `shutdown` resolves.
+pub async fn serve_probes(
+    listener: std::net::TcpListener,
+    readiness: Readiness,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz_handler))
+        .with_state(readiness);
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    tracing::info!(address = %listener.local_addr()?, "serving /healthz, /readyz");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+async fn readyz_handler(State(readiness): State<Readiness>) -> impl IntoResponse {
+    if readiness.get() { (StatusCode::OK, "ok") } else { (StatusCode::SERVICE_UNAVAILABLE, "caches not synced") }
+}
+
+#[derive(Clone)]
+struct MetricsState {
+    metrics: Arc<Metrics>,
+    /// None when serving plainly.
+    reviewer: Option<Client>,
+}
+
+/// Serves `/metrics` until `shutdown` resolves.
+pub async fn serve_metrics(
+    listener: std::net::TcpListener,
+    metrics: Arc<Metrics>,
+    security: MetricsSecurity,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let address = listener.local_addr()?;
+    let (tls, reviewer) = match security {
+        MetricsSecurity::Plain => (None, None),
+        MetricsSecurity::Https { tls, client } => (Some(tls), Some(client)),
+    };
+    let app = Router::new().route(METRICS_PATH, get(metrics_handler)).with_state(MetricsState { metrics, reviewer });
+    let Some(tls) = tls else {
+        tracing::warn!(%address, "serving /metrics over plain HTTP without authentication (--metrics-secure=false)");
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        return axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    };
+    tracing::info!(%address, "serving /metrics over HTTPS to authorized callers");
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopper.graceful_shutdown(Some(Duration::from_secs(5)));
+    });
+    axum_server::from_tcp_rustls(listener, axum_server::tls_rustls::RustlsConfig::from_config(tls))?
+        .handle(handle)
+        .serve(app.into_make_service())
+        .await
+}
+
+async fn metrics_handler(State(state): State<MetricsState>, headers: HeaderMap) -> Response {
+    if let Some(client) = &state.reviewer
+        && let Err(refusal) = authorize(client, &headers).await
+    {
+        return refusal.into_response();
+    }
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
+        .into_response()
+}
+
+/// The bearer token of an `Authorization` header.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// 401 without a token the API server accepts, 403 when its user may not `get` `/metrics`, 500 when a review
+/// could not be made.
+async fn authorize(client: &Client, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
+    let unauthorized = |why: &str| (StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}\n"));
+    let token = bearer_token(headers).ok_or_else(|| unauthorized("no bearer token"))?;
+    let review = TokenReview {
+        spec: TokenReviewSpec { token: Some(token.to_string()), ..Default::default() },
+        ..Default::default()
+    };
+    let reviewed =
+        Api::<TokenReview>::all(client.clone()).create(&PostParams::default(), &review).await.map_err(unavailable)?;
+    let status = reviewed.status.unwrap_or_default();
+    let user = match (status.authenticated, status.user) {
+        (Some(true), Some(user)) => user,
+        _ => return Err(unauthorized("the token was not accepted")),
+    };
+    let access = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            groups: user.groups,
+            uid: user.uid,
+            extra: user.extra,
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some(METRICS_PATH.into()),
+                verb: Some(METRICS_VERB.into()),
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let decided = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &access)
+        .await
+        .map_err(unavailable)?;
+    if decided.status.is_some_and(|s| s.allowed) {
+        Ok(())
+    } else {
+        let who = user.username.unwrap_or_default();
+        Err((StatusCode::FORBIDDEN, format!("Forbidden: {who} may not {METRICS_VERB} {METRICS_PATH}\n")))
+    }
+}
+
+fn unavailable(error: kube::Error) -> (StatusCode, String) {
+    tracing::warn!(error = %crate::controller::act::apply::brief(&error), "cannot review a /metrics caller");
+    (StatusCode::INTERNAL_SERVER_ERROR, "cannot review the caller with the API server\n".into())
+}
+
+/// The certificate `/metrics` presents: `tls.crt` and `tls.key` from `cert_dir` (a mounted `kubernetes.io/tls`
+/// Secret, cert-manager's for example), or a self-signed one made now.
+pub fn tls_config(cert_dir: Option<&Path>) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let (certs, key) = match cert_dir {
+        Some(dir) => read_certificate(dir)?,
+        None => self_signed()?,
+    };
+    // ring: the provider kube's own rustls already uses, so there is no process-wide default to pick.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("the metrics certificate and key do not match")?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+type Certificate = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn self_signed() -> anyhow::Result<Certificate> {
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let generated = rcgen::generate_simple_self_signed(names).context("generating the metrics certificate")?;
+    let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
+    Ok((vec![generated.cert.der().clone()], key))
+}
+
+fn read_certificate(dir: &Path) -> anyhow::Result<Certificate> {
+    let (cert_file, key_file): (PathBuf, PathBuf) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let certs = CertificateDer::pem_file_iter(&cert_file)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("cannot read the metrics certificate {}", cert_file.display()))?;
+    anyhow::ensure!(!certs.is_empty(), "no certificate in {}", cert_file.display());
+    let key = PrivateKeyDer::from_pem_file(&key_file)
+        .with_context(|| format!("cannot read the metrics key {}", key_file.display()))?;
+    Ok((certs, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bearer_token_is_taken_from_the_authorization_header() {
+        let headers = |value: &str| {
+            let mut map = HeaderMap::new();
+            map.insert(header::AUTHORIZATION, value.parse().unwrap());
+            map
+        };
+        assert_eq!(bearer_token(&headers("Bearer abc.def")), Some("abc.def"));
+        assert_eq!(bearer_token(&headers("bearer abc")), Some("abc"));
+        assert_eq!(bearer_token(&headers("Basic dXNlcjpwYXNz")), None);
+        assert_eq!(bearer_token(&headers("Bearer ")), None);
+        assert_eq!(bearer_token(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_certificate_comes_from_a_directory_or_is_made_at_start() {
+        tls_config(None).expect("a self-signed certificate");
+
+        let dir = std::env::temp_dir().join(format!("ndo-certs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let made = rcgen::generate_simple_self_signed(vec!["metrics.example".to_string()]).unwrap();
+        std::fs::write(dir.join("tls.crt"), made.cert.pem()).unwrap();
+        std::fs::write(dir.join("tls.key"), made.signing_key.serialize_pem()).unwrap();
+        let (certs, _) = read_certificate(&dir).unwrap();
+        assert_eq!(certs, vec![made.cert.der().clone()]);
+        tls_config(Some(&dir)).expect("the directory's certificate");
+
+        // A key that is not the certificate's, and a missing file, are one-line errors naming the problem.
+        let other = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(dir.join("tls.key"), other.serialize_pem()).unwrap();
+        let error = tls_config(Some(&dir)).unwrap_err();
+        assert_eq!(error.to_string(), "the metrics certificate and key do not match");
+        std::fs::remove_file(dir.join("tls.crt")).unwrap();
+        let error = format!("{:#}", tls_config(Some(&dir)).unwrap_err());
+        assert!(error.starts_with("cannot read the metrics certificate ") && !error.contains('\n'), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,411 @@
+//! Logs, Prometheus metrics, the client's request counters, and the readiness `/readyz` reports (`server` serves
+//! them).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::api::{NeuronDRAConfigStatus, TemplateCapacity};
+use crate::logic::validate::ValidatedConfig;
+use kube::client::Body;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigLabels {
+    pub config: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConditionLabels {
+    pub config: String,
+    /// Ready, ConfigValid, DriverReady, TemplatesReady, DevicesHealthy.
+    pub condition: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// get, list, watch, create, update, patch, delete.
+    pub verb: String,
+    /// Plural resource, with `/status` for the status subresource.
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TemplateLabels {
+    pub config: String,
+    pub profile: String,
+    pub template: String,
+}
+
+/// Every metric the operator exports.
+pub struct Metrics {
+    registry: Registry,
+    pub reconciles: Family<ConfigLabels, Counter>,
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    pub reconcile_duration: Histogram,
+    pub managed_objects: Family<ConfigLabels, Gauge>,
+    pub api_requests: Family<RequestLabels, Counter>,
+    pub nodes: Family<ConfigLabels, Gauge>,
+    pub devices: Family<ConfigLabels, Gauge>,
+    pub unhealthy_devices: Family<ConfigLabels, Gauge>,
+    pub template_available: Family<TemplateLabels, Gauge>,
+    pub template_allocated: Family<TemplateLabels, Gauge>,
+    pub driver_desired_nodes: Family<ConfigLabels, Gauge>,
+    pub driver_ready_nodes: Family<ConfigLabels, Gauge>,
+    pub driver_updated_nodes: Family<ConfigLabels, Gauge>,
+    pub driver_rollout_halted: Family<ConfigLabels, Gauge>,
+    pub templates: Family<ConfigLabels, Gauge>,
+    pub condition: Family<ConditionLabels, Gauge>,
+    pub remediation_failing_nodes: Family<ConfigLabels, Gauge>,
+    pub remediated_nodes: Family<ConfigLabels, Gauge>,
+    pub remediation_held_back_nodes: Family<ConfigLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("neuron_dra_operator");
+        let reconciles = Family::<ConfigLabels, Counter>::default();
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        let reconcile_duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
+        let managed_objects = Family::<ConfigLabels, Gauge>::default();
+        let api_requests = Family::<RequestLabels, Counter>::default();
+        let nodes = Family::<ConfigLabels, Gauge>::default();
+        let devices = Family::<ConfigLabels, Gauge>::default();
+        let unhealthy_devices = Family::<ConfigLabels, Gauge>::default();
+        let template_available = Family::<TemplateLabels, Gauge>::default();
+        let template_allocated = Family::<TemplateLabels, Gauge>::default();
+        let driver_desired_nodes = Family::<ConfigLabels, Gauge>::default();
+        let driver_ready_nodes = Family::<ConfigLabels, Gauge>::default();
+        let driver_updated_nodes = Family::<ConfigLabels, Gauge>::default();
+        let driver_rollout_halted = Family::<ConfigLabels, Gauge>::default();
+        let templates = Family::<ConfigLabels, Gauge>::default();
+        let condition = Family::<ConditionLabels, Gauge>::default();
+        let remediation_failing_nodes = Family::<ConfigLabels, Gauge>::default();
+        let remediated_nodes = Family::<ConfigLabels, Gauge>::default();
+        let remediation_held_back_nodes = Family::<ConfigLabels, Gauge>::default();
+        registry.register("reconciles", "Reconciles per config", reconciles.clone());
+        registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
+        registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
+        registry.register("managed_objects", "Objects a config owns", managed_objects.clone());
+        registry.register(
+            "api_requests",
+            "Requests this process sent to the API server, by verb and resource",
+            api_requests.clone(),
+        );
+        registry.register("nodes", "Nodes a config selects", nodes.clone());
+        registry.register("devices", "Neuron devices on the nodes a config selects", devices.clone());
+        registry.register("unhealthy_devices", "Unhealthy Neuron devices per config", unhealthy_devices.clone());
+        registry.register(
+            "template_available",
+            "How many more claims of a profile's template the config's nodes can satisfy now",
+            template_available.clone(),
+        );
+        registry.register(
+            "template_allocated",
+            "Claims made from a profile's template that hold devices now",
+            template_allocated.clone(),
+        );
+        registry.register(
+            "driver_desired_nodes",
+            "Nodes that should run a config's kubelet plugin",
+            driver_desired_nodes.clone(),
+        );
+        registry.register("driver_ready_nodes", "Nodes whose kubelet plugin pod is ready", driver_ready_nodes.clone());
+        registry.register(
+            "driver_updated_nodes",
+            "Nodes running a config's current kubelet plugin version",
+            driver_updated_nodes.clone(),
+        );
+        registry.register(
+            "driver_rollout_halted",
+            "1 while a config's stepped plugin rollout is halted, else 0",
+            driver_rollout_halted.clone(),
+        );
+        registry.register("templates", "ResourceClaimTemplates a config has in place", templates.clone());
+        registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
+        registry.register(
+            "remediation_failing_nodes",
+            "Selected nodes reporting a Neuron hardware problem, with a remediation policy",
+            remediation_failing_nodes.clone(),
+        );
+        registry.register(
+            "remediated_nodes",
+            "Nodes whose Neuron devices a config's remediation taints now",
+            remediated_nodes.clone(),
+        );
+        registry.register(
+            "remediation_held_back_nodes",
+            "Failing nodes a config's remediation leaves untainted because its budget is spent",
+            remediation_held_back_nodes.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            managed_objects,
+            api_requests,
+            nodes,
+            devices,
+            unhealthy_devices,
+            template_available,
+            template_allocated,
+            driver_desired_nodes,
+            driver_ready_nodes,
+            driver_updated_nodes,
+            driver_rollout_halted,
+            templates,
+            condition,
+            remediation_failing_nodes,
+            remediated_nodes,
+            remediation_held_back_nodes,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        out
+    }
+
+    /// The capacity gauges of one config's templates.
+    pub fn record_capacity(&self, config: &str, validated: &ValidatedConfig, capacity: &[TemplateCapacity]) {
+        for (claim, room) in validated.claims.iter().zip(capacity) {
+            let labels = TemplateLabels {
+                config: config.into(),
+                profile: claim.profile.clone(),
+                template: room.template.clone(),
+            };
+            self.template_available.get_or_create(&labels).set(room.available);
+            self.template_allocated.get_or_create(&labels).set(room.allocated);
+        }
+    }
+
+    /// Sets every per-config gauge from the status the config is about to get; the alerts and the dashboard read
+    /// these. A part the status lacks (no driver yet) reads 0.
+    pub fn record_status(&self, config: &str, status: &NeuronDRAConfigStatus) {
+        let labels = ConfigLabels { config: config.to_string() };
+        let devices = status.devices.clone().unwrap_or_default();
+        self.nodes.get_or_create(&labels).set(devices.nodes);
+        self.devices.get_or_create(&labels).set(devices.total);
+        self.unhealthy_devices.get_or_create(&labels).set(devices.unhealthy);
+        let driver = status.driver.clone().unwrap_or_default();
+        self.driver_desired_nodes.get_or_create(&labels).set(driver.desired_nodes.into());
+        self.driver_ready_nodes.get_or_create(&labels).set(driver.ready_nodes.into());
+        self.driver_updated_nodes.get_or_create(&labels).set(driver.updated_nodes.into());
+        let halted = driver.rollout.is_some_and(|r| r.state == crate::api::RolloutState::Halted);
+        self.driver_rollout_halted.get_or_create(&labels).set(i64::from(halted));
+        self.templates.get_or_create(&labels).set(status.templates.as_ref().map_or(0, |t| t.count));
+        let remediation = status.remediation.clone().unwrap_or_default();
+        self.remediation_failing_nodes.get_or_create(&labels).set(remediation.failing_nodes);
+        self.remediated_nodes.get_or_create(&labels).set(remediation.remediated);
+        self.remediation_held_back_nodes.get_or_create(&labels).set(remediation.held_back);
+        for condition in &status.conditions {
+            let labels = ConditionLabels { config: config.to_string(), condition: condition.type_.clone() };
+            self.condition.get_or_create(&labels).set(i64::from(condition.status == "True"));
+        }
+    }
+
+    /// Counts one outgoing API request.
+    pub fn record_request(&self, request: &http::Request<Body>) {
+        self.api_requests.get_or_create(&classify_request(request.method(), request.uri())).inc();
+    }
+}
+
+/// Verb and resource of a request, from its method and path
+/// (`/api/v1/namespaces/ns/pods/name/status`, `/apis/group/version/resource`).
+pub fn classify_request(method: &http::Method, uri: &http::Uri) -> RequestLabels {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segments.first() {
+        Some(&"api") => segments.get(2..).unwrap_or_default(),
+        Some(&"apis") => segments.get(3..).unwrap_or_default(),
+        _ => &[],
+    };
+    // Skip `namespaces/<ns>` when a namespaced resource follows.
+    let rest = if rest.len() > 2 && rest[0] == "namespaces" { &rest[2..] } else { rest };
+    let mut resource = rest.first().copied().unwrap_or("unknown").to_string();
+    let named = rest.len() > 1;
+    if let Some(sub) = rest.get(2) {
+        resource = format!("{resource}/{sub}");
+    }
+    let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let verb = match *method {
+        http::Method::GET if watch => "watch",
+        http::Method::GET if named => "get",
+        http::Method::GET => "list",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    };
+    RequestLabels { verb: verb.into(), resource }
+}
+
+/// Readiness as `/readyz` reports it: the caches are synced (or this replica is a standby).
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::SeqCst);
+    }
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Logs to stderr, as JSON when asked; `RUST_LOG` filters (default `info`).
+pub fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_lease_manager=warn"));
+    // Colours only on a terminal: logs written to a file or collected from a container stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    if json {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Seconds as a histogram observation.
+pub fn seconds(duration: Duration) -> f64 {
+    duration.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(method: http::Method, uri: &str) -> (String, String) {
+        let labels = classify_request(&method, &uri.parse().unwrap());
+        (labels.verb, labels.resource)
+    }
+
+    #[test]
+    fn requests_are_classified_by_verb_and_resource() {
+        let cases = [
+            (http::Method::GET, "/api/v1/nodes?watch=true&resourceVersion=1", "watch", "nodes"),
+            (http::Method::GET, "/api/v1/nodes", "list", "nodes"),
+            (http::Method::GET, "/api/v1/namespaces", "list", "namespaces"),
+            (http::Method::GET, "/api/v1/namespaces/team-a", "get", "namespaces"),
+            (
+                http::Method::PATCH,
+                "/apis/resource.k8s.io/v1/namespaces/a/resourceclaimtemplates/t?fieldManager=x",
+                "patch",
+                "resourceclaimtemplates",
+            ),
+            (http::Method::DELETE, "/apis/apps/v1/namespaces/d/daemonsets/ds", "delete", "daemonsets"),
+            (
+                http::Method::PATCH,
+                "/apis/neurondra.io/v1alpha1/neurondraconfigs/c/status",
+                "patch",
+                "neurondraconfigs/status",
+            ),
+            (http::Method::POST, "/apis/events.k8s.io/v1/namespaces/default/events", "create", "events"),
+        ];
+        for (method, uri, verb, resource) in cases {
+            assert_eq!(classify(method, uri), (verb.to_string(), resource.to_string()), "{uri}");
+        }
+    }
+
+    #[test]
+    fn every_per_config_gauge_comes_from_the_status() {
+        use crate::api::{DeviceSummary, DriverStatus, TemplateSummary};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+        let condition = |type_: &str, status: &str| Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "R".into(),
+            message: String::new(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()),
+            observed_generation: None,
+        };
+        let status = NeuronDRAConfigStatus {
+            driver: Some(DriverStatus { desired_nodes: 4, ready_nodes: 3, updated_nodes: 2, ..Default::default() }),
+            devices: Some(DeviceSummary { nodes: 4, total: 64, healthy: 61, unhealthy: 3 }),
+            templates: Some(TemplateSummary { namespaces: 2, count: 10, ..Default::default() }),
+            conditions: vec![condition("Ready", "False"), condition("ConfigValid", "True")],
+            remediation: Some(crate::api::RemediationStatus {
+                failing_nodes: 3,
+                remediated: 1,
+                held_back: 2,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let metrics = Metrics::default();
+        metrics.record_status("pool", &status);
+        let text = metrics.encode();
+        for line in [
+            "neuron_dra_operator_nodes{config=\"pool\"} 4",
+            "neuron_dra_operator_devices{config=\"pool\"} 64",
+            "neuron_dra_operator_unhealthy_devices{config=\"pool\"} 3",
+            "neuron_dra_operator_driver_desired_nodes{config=\"pool\"} 4",
+            "neuron_dra_operator_driver_ready_nodes{config=\"pool\"} 3",
+            "neuron_dra_operator_driver_updated_nodes{config=\"pool\"} 2",
+            "neuron_dra_operator_driver_rollout_halted{config=\"pool\"} 0",
+            "neuron_dra_operator_templates{config=\"pool\"} 10",
+            "neuron_dra_operator_config_condition{config=\"pool\",condition=\"Ready\"} 0",
+            "neuron_dra_operator_config_condition{config=\"pool\",condition=\"ConfigValid\"} 1",
+            "neuron_dra_operator_remediation_failing_nodes{config=\"pool\"} 3",
+            "neuron_dra_operator_remediated_nodes{config=\"pool\"} 1",
+            "neuron_dra_operator_remediation_held_back_nodes{config=\"pool\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+        }
+
+        let mut halted = status.clone();
+        halted.driver.as_mut().unwrap().rollout = Some(crate::api::RolloutStatus {
+            revision: "r".into(),
+            version: "1.2.0".into(),
+            state: crate::api::RolloutState::Halted,
+            step: 1,
+            step_start_time: None,
+            step_nodes: vec![],
+            failed_nodes: vec![],
+        });
+        metrics.record_status("pool", &halted);
+        assert!(metrics.encode().contains("neuron_dra_operator_driver_rollout_halted{config=\"pool\"} 1"));
+
+        // A status without a driver (not applied yet) reads 0, not the previous figure.
+        metrics.record_status("pool", &NeuronDRAConfigStatus::default());
+        assert!(metrics.encode().contains("neuron_dra_operator_driver_ready_nodes{config=\"pool\"} 0"));
+        assert!(metrics.encode().contains("neuron_dra_operator_remediated_nodes{config=\"pool\"} 0"));
+    }
+
+    #[test]
+    fn requests_are_counted_by_verb_and_resource() {
+        let metrics = Metrics::default();
+        let request = |method: http::Method, uri: &str| {
+            let mut r = http::Request::new(Body::empty());
+            *r.method_mut() = method;
+            *r.uri_mut() = uri.parse().unwrap();
+            r
+        };
+        metrics.record_request(&request(http::Method::GET, "/api/v1/nodes"));
+        metrics.record_request(&request(http::Method::PATCH, "/apis/apps/v1/namespaces/a/daemonsets/x"));
+        metrics.record_request(&request(http::Method::PUT, "/apis/coordination.k8s.io/v1/namespaces/a/leases/l"));
+        let text = metrics.encode();
+        assert!(text.contains("neuron_dra_operator_api_requests_total{verb=\"list\",resource=\"nodes\"} 1"));
+        assert!(text.contains("neuron_dra_operator_api_requests_total{verb=\"update\",resource=\"leases\"} 1"));
+        assert!(
+            metrics
+                .encode()
+                .contains("neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\"} 1")
+        );
+    }
+}
