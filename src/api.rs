@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 use validator::Validate;
 
+pub mod labels;
 mod remediation;
 mod rollout;
 pub use remediation::*;

@@ -44,16 +44,9 @@ pub struct RunArgs {
     /// Log as JSON lines.
     #[arg(long, env = "LOG_JSON")]
     pub log_json: bool,
-    /// Configs reconciled at once.
-    #[arg(long, default_value_t = 4)]
-    pub concurrency: u16,
-    /// Only manage configs with these labels (for example `shard=a`); default: every config.
-    #[arg(long)]
-    pub config_selector: Option<String>,
-    /// Reconcile on every watch event of nodes, slices, claims, plugin pods and namespaces, even those that change
-    /// nothing the operator reads (the benchmark's "before" figure; never needed in production).
-    #[arg(long, hide = true)]
-    pub trigger_on_every_event: bool,
+    /// What the controller watches and how many configs it reconciles at once.
+    #[command(flatten)]
+    pub controller: crate::controller::Options,
 }
 
 impl RunArgs {
@@ -125,7 +118,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     };
-    run_controller(client, metrics, readiness, &args, stop).await;
+    run_controller(client, metrics, readiness, &args.controller, stop).await;
 
     let lost_leadership = leadership.as_ref().is_some_and(|l| !l.is_leader());
     if let Some(leadership) = leadership {

@@ -3,7 +3,8 @@
 
 use kube::runtime::finalizer;
 
-use crate::controller::act::apply::{ApplyError, api_category, brief};
+use crate::controller::act::apply::{ApplyError, api_category};
+use crate::runtime::client::brief;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -25,7 +25,7 @@ pub async fn publish(
 /// reconcile.
 pub async fn send(ctx: &Context, reference: &ObjectReference, event: &Event) {
     if let Err(error) = ctx.recorder.publish(event, reference).await {
-        tracing::warn!(error = %crate::controller::act::apply::brief(&error), reason = %event.reason, "publishing an event");
+        tracing::warn!(error = %crate::runtime::client::brief(&error), reason = %event.reason, "publishing an event");
     }
 }
 

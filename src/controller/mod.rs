@@ -34,9 +34,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::NeuronDRAConfig;
+use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
-use crate::logic::build::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::runtime::telemetry::{ConditionLabels, ConfigLabels, ErrorLabels, Metrics, Readiness, TemplateLabels};
 
 pub use error::Error;
@@ -56,6 +56,21 @@ const LIST_PAGE: u32 = 100;
 /// How often changes of the cluster-wide inputs may trigger a reconcile of every config (see `sampled`); longer
 /// than the controller's debounce, so the reconcile runs between two triggers.
 const INPUTS_SAMPLING: Duration = Duration::from_secs(1);
+
+/// The controller's options of `neuron-dra-operator run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Options {
+    /// Configs reconciled at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: u16,
+    /// Only manage configs with these labels (for example `shard=a`); default: every config.
+    #[arg(long)]
+    pub config_selector: Option<String>,
+    /// Reconcile on every watch event of nodes, slices, claims, plugin pods and namespaces, even those that change
+    /// nothing the operator reads (the benchmark's "before" figure; never needed in production).
+    #[arg(long, hide = true)]
+    pub trigger_on_every_event: bool,
+}
 
 /// The config as watched: one that cannot be parsed is still delivered, as an error, and reported.
 pub type GuardedConfig = DeserializeGuard<NeuronDRAConfig>;
@@ -223,7 +238,7 @@ pub async fn run_controller(
     client: Client,
     metrics: Arc<Metrics>,
     readiness: Readiness,
-    args: &crate::run::RunArgs,
+    args: &Options,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));

@@ -17,9 +17,9 @@ use super::act::operands::{Pass, Report};
 use super::act::{plugin_pods, taint_rules};
 use super::plan::{Driver, Mode, NamespaceState, Plan};
 use super::{Context, Error, GuardedConfig, events, observe};
+use crate::api::labels::MANAGER;
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
 use crate::controller::act::apply::shared_manager;
-use crate::logic::build::MANAGER;
 use crate::logic::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
 use crate::runtime::telemetry::{ConfigLabels, seconds};
 

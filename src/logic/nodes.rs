@@ -94,17 +94,6 @@ pub fn node_requirements(selector: &LabelSelector) -> Vec<NodeSelectorRequiremen
     labels.chain(expressions).collect()
 }
 
-/// The node a DaemonSet pod's affinity pins it to (the `metadata.name` field the DaemonSet controller requires).
-pub fn pinned_node(affinity: &Affinity) -> Option<String> {
-    let required = affinity.node_affinity.as_ref()?.required_during_scheduling_ignored_during_execution.as_ref()?;
-    let field = required
-        .node_selector_terms
-        .iter()
-        .flat_map(|t| t.match_fields.iter().flatten())
-        .find(|f| f.key == "metadata.name")?;
-    field.values.as_ref()?.first().cloned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,15 +155,5 @@ mod tests {
             }
         }
         assert!(selected > 5, "the table exercises selected nodes too ({selected})");
-    }
-
-    #[test]
-    fn a_pod_is_pinned_by_its_metadata_name_field() {
-        let affinity: Affinity = serde_json::from_value(json!({"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-3"]}]}]}}}))
-        .unwrap();
-        assert_eq!(pinned_node(&affinity).as_deref(), Some("n-3"));
-        assert_eq!(pinned_node(&Affinity::default()), None);
     }
 }

@@ -52,3 +52,17 @@ pub async fn check_crd(client: &Client) -> anyhow::Result<()> {
     crate::runtime::crd::check_installed(installed.as_ref())?;
     Ok(())
 }
+
+/// A kube error in one line: for a refusal, what the API server said, with its code and reason (kube's own Display
+/// appends a debug dump of the whole Status, which events, conditions and logs would then carry).
+pub fn brief(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => refusal(status),
+        other => other.to_string(),
+    }
+}
+
+/// What the API server said in a `Status`, with its code and reason, in one line.
+pub fn refusal(status: &kube::core::Status) -> String {
+    format!("{} ({} {})", status.message, status.code, status.reason)
+}

@@ -160,7 +160,7 @@ async fn authorize(client: &Client, headers: &HeaderMap) -> Result<(), (StatusCo
 }
 
 fn unavailable(error: kube::Error) -> (StatusCode, String) {
-    tracing::warn!(error = %crate::controller::act::apply::brief(&error), "cannot review a /metrics caller");
+    tracing::warn!(error = %crate::runtime::client::brief(&error), "cannot review a /metrics caller");
     (StatusCode::INTERNAL_SERVER_ERROR, "cannot review the caller with the API server\n".into())
 }
 

@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::logic::build::MANAGER;
+use crate::api::labels::MANAGER;
+use crate::runtime::client::brief;
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,20 +82,6 @@ pub enum ApplyError {
     Apply { kind: String, name: String, source: kube::Error },
     #[error("deleting {kind} {name}: {}", brief(.source))]
     Delete { kind: String, name: String, source: kube::Error },
-}
-
-/// A kube error in one line: for a refusal, what the API server said, with its code and reason (kube's own Display
-/// appends a debug dump of the whole Status, which events, conditions and logs would then carry).
-pub fn brief(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => refusal(status),
-        other => other.to_string(),
-    }
-}
-
-/// What the API server said in a `Status`, with its code and reason, in one line.
-pub fn refusal(status: &kube::core::Status) -> String {
-    format!("{} ({} {})", status.message, status.code, status.reason)
 }
 
 impl ApplyError {

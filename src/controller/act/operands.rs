@@ -19,10 +19,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_CONFIG, MANAGER};
 use crate::controller::act::apply::{ApplyError, Outcome, shared_manager};
 use crate::controller::plan::Mode;
 use crate::controller::{Context, Stores};
-use crate::logic::build::{ANNOTATION_SPEC_HASH, LABEL_CONFIG, MANAGER};
 
 /// A kind the operator owns: what its cache holds and which API writes it.
 pub trait Operand:

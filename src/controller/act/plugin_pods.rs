@@ -13,13 +13,14 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::events::{Event, EventType};
 
 use super::operands::cached;
+use crate::api::labels::LABEL_CONFIG;
 use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCount};
+use crate::cluster::REVISION_LABEL;
 use crate::controller::observe::Snapshot;
 use crate::controller::plan::{Driver, Mode, Plan};
 use crate::controller::{Context, Error};
-use crate::logic::build::LABEL_CONFIG;
 use crate::logic::nodes::NodeFilter;
-use crate::logic::rollout::{self, Change, Decision, NodeState, PodState, REVISION_LABEL, Revision};
+use crate::logic::rollout::{self, Change, Decision, NodeState, PodState, Revision};
 
 /// What `status.driver` gains from this layer, and when to look again.
 #[derive(Debug, Default)]

@@ -10,13 +10,13 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::events::EventType;
 
+use crate::api::labels::{LABEL_CONFIG, MANAGER};
 use crate::api::{NeuronDRAConfigStatus, RemediationStatus};
 use crate::cluster::NodeView;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::controller::act::apply::{ApplyError, Outcome};
 use crate::controller::plan::{Mode, Plan};
 use crate::controller::{Context, events};
-use crate::logic::build::{LABEL_CONFIG, MANAGER};
 use crate::logic::nodes::NodeFilter;
 use crate::logic::remediation::{self, Decision};
 

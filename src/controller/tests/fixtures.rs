@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 
 use super::super::{Context, GuardedConfig, Stores};
 use crate::api::NeuronDRAConfig;
+use crate::api::labels::MANAGER;
 use crate::cluster::{NodeView, PodView, SliceView, node_view};
-use crate::logic::build::{Desired, MANAGER};
+use crate::logic::build::Desired;
 use crate::runtime::telemetry::Metrics;
 
 /// A store holding `objects`, listed once (ready).

@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 use super::reconcile::FINALIZER;
 use crate::api::NeuronDRAConfig;
+use crate::api::labels::ANNOTATION_SPEC_HASH;
 use crate::devtools::simulate::fleet::{self, FleetSpec};
-use crate::logic::build::{self, ANNOTATION_SPEC_HASH, Desired};
+use crate::logic::build::{self, Desired};
 use crate::logic::validate::validate;
 use fixtures::{Fixture, World};
 

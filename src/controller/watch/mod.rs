@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 pub mod changes;
 pub mod sampling;
 
-use crate::controller::act::apply::{brief, refusal};
+use crate::runtime::client::{brief, refusal};
 
 /// A watch of `api` that retries after a failure with kube's default backoff (0.8 s doubling to 30 s, as
 /// client-go's reflectors do), but not after "410 Gone": that only says the server no longer holds the version to

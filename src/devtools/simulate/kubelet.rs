@@ -31,7 +31,7 @@ pub(super) async fn set_plugin_ready(client: &Client, node_name: &str, ready: bo
 /// The node a pod is bound to, or (a DaemonSet pod not bound yet) pinned to.
 pub(super) fn pod_node(pod: &Pod) -> Option<String> {
     let spec = pod.spec.as_ref()?;
-    spec.node_name.clone().or_else(|| crate::logic::nodes::pinned_node(spec.affinity.as_ref()?))
+    spec.node_name.clone().or_else(|| crate::cluster::pinned_node(spec.affinity.as_ref()?))
 }
 
 fn is_plugin_pod(pod: &Pod) -> bool {

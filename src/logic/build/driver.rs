@@ -13,7 +13,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{LABEL_CONFIG, config_labels, owned_meta, shared_meta};
+use super::{config_labels, owned_meta, shared_meta};
+use crate::api::labels::LABEL_CONFIG;
 use crate::logic::validate::ValidatedConfig;
 
 pub const HEALTHCHECK_PORT: i32 = 51515;

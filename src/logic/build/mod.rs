@@ -17,6 +17,7 @@ use kube::Resource;
 use serde::Serialize;
 
 use crate::api::NeuronDRAConfig;
+use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, LABEL_SHARED, MANAGER};
 use crate::logic::validate::ValidatedConfig;
 
 pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
@@ -26,17 +27,6 @@ pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, resource_claim_template, subrequest_name, template_spec,
 };
-
-pub const MANAGER: &str = "neuron-dra-operator";
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-pub const LABEL_CONFIG: &str = "neurondra.io/config";
-pub const LABEL_PROFILE: &str = "neurondra.io/profile";
-/// On the claims made from a template (copied there by the resourceclaim controller): the template's name.
-pub const LABEL_CLAIM_TEMPLATE: &str = "neurondra.io/template";
-/// On objects several configs may share (the driver Namespace, the DeviceClass) instead of `neurondra.io/config`.
-pub const LABEL_SHARED: &str = "neurondra.io/shared";
-/// Hash of a template's spec: templates are immutable, so a changed hash means delete and re-create.
-pub const ANNOTATION_SPEC_HASH: &str = "neurondra.io/spec-hash";
 
 /// Everything one config asks for, in apply order.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::logic::build::{EFA_DRIVER, EFA_PCI_DEVICE, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, NEURON_DRIVER};
+use crate::api::labels::{LABEL_CLAIM_TEMPLATE, LABEL_CONFIG};
+use crate::logic::build::{EFA_DRIVER, EFA_PCI_DEVICE, NEURON_DRIVER};
 use kube::ResourceExt;
 
 use crate::api::TemplateCapacity;

@@ -1,7 +1,7 @@
 use super::*;
+use crate::api::labels::LABEL_CLAIM_TEMPLATE;
 use crate::cluster::{ClaimView, slice_view};
 use crate::devtools::simulate::fleet::{self, FleetSpec};
-use crate::logic::build::LABEL_CLAIM_TEMPLATE;
 use k8s_openapi::api::resource::v1::DeviceTaint;
 use serde_json::json;
 
@@ -164,7 +164,7 @@ fn allocated_claims_are_counted_per_template_of_the_config() {
     let mut mine = (*claim(&[(NEURON_DRIVER, "neuron-device-0")])).clone();
     mine.metadata.labels = Some(
         [
-            (crate::logic::build::LABEL_CONFIG.to_string(), "cfg".to_string()),
+            (crate::api::labels::LABEL_CONFIG.to_string(), "cfg".to_string()),
             (LABEL_CLAIM_TEMPLATE.to_string(), "t".into()),
         ]
         .into(),
@@ -172,7 +172,7 @@ fn allocated_claims_are_counted_per_template_of_the_config() {
     let mut pending = mine.clone();
     pending.status.allocation = None;
     let mut other = mine.clone();
-    other.metadata.labels.as_mut().unwrap().insert(crate::logic::build::LABEL_CONFIG.into(), "other".into());
+    other.metadata.labels.as_mut().unwrap().insert(crate::api::labels::LABEL_CONFIG.into(), "other".into());
     let counts = allocated_by_template("cfg", &[Arc::new(mine), Arc::new(pending), Arc::new(other)]);
     assert_eq!(counts.get("t"), Some(&1));
     assert_eq!(claim(&[]).pods(), ["team/p"]);

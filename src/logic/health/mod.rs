@@ -9,7 +9,9 @@ use kube::ResourceExt;
 
 use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, TaintRuleSummary, UnhealthyDevice};
 use crate::cluster::taint_rule::{self, EFFECT_NONE, TaintRuleView};
-use crate::cluster::{ClaimView, DeviceView, NodeView, PodView, SliceView};
+use crate::cluster::{
+    ClaimView, DeviceView, LEGACY_DEVICE_PLUGIN_RESOURCES, NEURON_HEALTH, NodeView, PodView, SliceView,
+};
 use crate::logic::build::NEURON_DRIVER;
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Health;
@@ -21,10 +23,7 @@ pub const MISSING: &str = "Missing";
 pub const NO_RESOURCE_SLICE: &str = "NoResourceSlice";
 pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
 pub const LEGACY_DEVICE_PLUGIN: &str = "LegacyDevicePlugin";
-/// What the legacy Neuron device plugin advertises in a node's allocatable.
-pub const LEGACY_DEVICE_PLUGIN_RESOURCES: [&str; 2] = ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
 pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
-pub const NEURON_HEALTH: &str = "NeuronHealth";
 /// The EKS node monitoring agent's `AcceleratedHardwareReady=False`, as a node issue.
 pub const ACCELERATED_HARDWARE_NOT_READY: &str = "AcceleratedHardwareNotReady";
 pub const DRIVER_VERSION_MISMATCH: &str = "DriverVersionMismatch";
@@ -215,7 +214,7 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
     for condition in &status.conditions {
         let kind = match (condition.type_.as_str(), condition.status.as_str()) {
             (NEURON_HEALTH, "True") => NEURON_HEALTH,
-            (crate::logic::remediation::ACCELERATED_HARDWARE_READY, "False") => ACCELERATED_HARDWARE_NOT_READY,
+            (crate::cluster::ACCELERATED_HARDWARE_READY, "False") => ACCELERATED_HARDWARE_NOT_READY,
             _ => continue,
         };
         let reason = condition.reason.clone().unwrap_or_default();

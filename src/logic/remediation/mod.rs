@@ -16,14 +16,13 @@ use kube::core::{Object, TypeMeta};
 use crate::api::{RemediatedNode, RemediationEffect, RemediationPolicy, RemediationStatus};
 use crate::cluster::NodeView;
 use crate::cluster::taint_rule::{TaintRuleSpec, TaintRuleView, TaintSelector};
+use crate::cluster::{ACCELERATED_HARDWARE_READY, NEURON_HEALTH};
 use crate::logic::build::{self, NEURON_DRIVER};
-use crate::logic::health::{MAX_LISTED, NEURON_HEALTH};
+use crate::logic::health::MAX_LISTED;
 use crate::logic::validate::ValidatedConfig;
 
 /// The key of the operator's taints; the value is the condition's reason.
 pub const TAINT_KEY: &str = "neurondra.io/hardware-problem";
-/// The EKS node monitoring agent's condition for GPUs and Neuron devices (False: a problem).
-pub const ACCELERATED_HARDWARE_READY: &str = "AcceleratedHardwareReady";
 
 /// A Neuron hardware problem a node reports.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,8 +17,6 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::{DriverStatus, NodeIssue, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
 use crate::logic::status::Reason;
 
-/// The label the DaemonSet controller puts on its pods and ControllerRevisions.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
 /// Entries kept in `status.driver.versions` and in `failedNodes`.
 pub const MAX_VERSIONS: usize = 10;
 pub const MAX_FAILED: usize = 50;

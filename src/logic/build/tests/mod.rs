@@ -4,6 +4,7 @@ use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceRequest, ResourceClaimTe
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_PROFILE};
 use crate::cli::parse_config;
 use crate::logic::validate::validate;
 

@@ -1,0 +1,76 @@
+//! Nodes as the operator reads them: labels, the hardware-health conditions, the legacy device plugin's resources and
+//! the kubelet version.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::de::{Deserializer, IgnoredAny};
+use serde::{Deserialize, Serialize};
+
+use super::shared::{Shared, interned_str};
+use super::{conditions_of, meta_with_labels};
+
+/// The Neuron node problem detector's condition (True: a problem).
+pub const NEURON_HEALTH: &str = "NeuronHealth";
+/// What the legacy Neuron device plugin advertises in a node's allocatable.
+pub const LEGACY_DEVICE_PLUGIN_RESOURCES: [&str; 2] = ["aws.amazon.com/neuron", "aws.amazon.com/neuroncore"];
+/// The EKS node monitoring agent's condition for GPUs and Neuron devices (False: a problem).
+pub const ACCELERATED_HARDWARE_READY: &str = "AcceleratedHardwareReady";
+
+/// A Node: labels (in metadata) and what its kubelet and node problem detector report.
+#[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[resource(inherit = "Node")]
+pub struct NodeView {
+    #[serde(deserialize_with = "meta_with_labels")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: NodeStatusView,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatusView {
+    /// Only whether the legacy device plugin's resources are there is read: only their keys are kept.
+    #[serde(default, deserialize_with = "legacy_keys_only")]
+    pub allocatable: Vec<String>,
+    /// Only the hardware-health conditions health and remediation read are kept (a node's other conditions, with
+    /// their messages, would cost more than the rest of its view).
+    #[serde(default, deserialize_with = "health_conditions_only")]
+    pub conditions: Vec<ConditionView>,
+    #[serde(default)]
+    pub node_info: NodeInfoView,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct ConditionView {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    /// When the status last changed: remediation serves the oldest problem first.
+    #[serde(default, rename = "lastTransitionTime", skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInfoView {
+    /// The same on most nodes of a fleet: held once.
+    #[serde(default, deserialize_with = "interned_str")]
+    pub kubelet_version: Shared,
+}
+
+fn health_conditions_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ConditionView>, D::Error> {
+    conditions_of(deserializer, &[crate::cluster::NEURON_HEALTH, crate::cluster::ACCELERATED_HARDWARE_READY])
+}
+
+fn legacy_keys_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    let map: Option<BTreeMap<String, IgnoredAny>> = Option::deserialize(deserializer)?;
+    let legacy = |key: &String| crate::cluster::LEGACY_DEVICE_PLUGIN_RESOURCES.contains(&key.as_str());
+    Ok(map.map(|m| m.into_keys().filter(legacy).collect()).unwrap_or_default())
+}
