@@ -1,33 +1,13 @@
 //! events: what the operator tells users through Kubernetes Events on the config, once per change.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 
 use super::Context;
 use super::act::operands::Report;
+use super::act::publish::publish;
 use crate::api::NeuronDRAConfigStatus;
 use crate::logic::health;
-
-/// Publishes one event; a failure to publish is logged, never fails the reconcile.
-pub async fn publish(
-    ctx: &Context,
-    reference: &ObjectReference,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
-    send(ctx, reference, &event).await;
-}
-
-/// Publishes a built event (one with a related object, say); a failure to publish is logged, never fails the
-/// reconcile.
-pub async fn send(ctx: &Context, reference: &ObjectReference, event: &Event) {
-    if let Err(error) = ctx.recorder.publish(event, reference).await {
-        tracing::warn!(error = %crate::runtime::client::brief(&error), reason = %event.reason, "publishing an event");
-    }
-}
 
 /// One Warning event per category of failure (`Forbidden`, `Conflict`, ...): see `grouped`.
 pub async fn failures(ctx: &Context, reference: &ObjectReference, failures: Vec<(&'static str, String)>) {

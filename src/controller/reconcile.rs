@@ -137,7 +137,7 @@ async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) 
     ctx.reported_unparseable(name, &invalid.error);
     let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
     let reason = Reason::Unparseable.as_str();
-    events::publish(ctx, &reference, EventType::Warning, reason, "Validate", invalid.error.clone()).await;
+    super::act::publish::publish(ctx, &reference, EventType::Warning, reason, "Validate", invalid.error.clone()).await;
     Ok(Action::await_change())
 }
 
@@ -153,7 +153,8 @@ async fn report_refused(
     let reason = validity.reason();
     if condition_reason(config.status.as_ref(), ConditionType::ConfigValid) != Some(reason) {
         let reference = config.object_ref(&());
-        events::publish(ctx, &reference, EventType::Warning, reason.as_str(), "Validate", message.clone()).await;
+        super::act::publish::publish(ctx, &reference, EventType::Warning, reason.as_str(), "Validate", message.clone())
+            .await;
     }
     write_status(config, &observe::not_acted_on(config.meta().generation, config.spec.paused, validity), ctx).await?;
     Ok(Action::await_change())
@@ -185,11 +186,12 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     if let Validity::Conflict(message) = plan.validity()
         && condition_reason(previous, ConditionType::ConfigValid) != Some(Reason::Conflict)
     {
-        events::publish(ctx, &reference, EventType::Warning, Reason::Conflict.as_str(), "Apply", message).await;
+        super::act::publish::publish(ctx, &reference, EventType::Warning, Reason::Conflict.as_str(), "Apply", message)
+            .await;
     }
     let remedied = taint_rules::remediate(ctx, &plan, previous, &reference).await;
     pass.report.errors.extend(remedied.errors);
-    let snapshot = observe::Snapshot::new(&ctx.stores);
+    let snapshot = super::snapshot::Snapshot::new(&ctx.stores);
     let mut driven = plugin_pods::drive(&plan, driver, previous, &snapshot, ctx, &reference).await;
     let (recheck, evict_failed) = (driven.recheck, driven.failed.take());
     let mut observation = observe::observation(config.meta().generation, &plan, driver, &pass.report, &ctx.stores);

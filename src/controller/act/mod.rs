@@ -3,4 +3,5 @@
 pub mod apply;
 pub mod operands;
 pub mod plugin_pods;
+pub mod publish;
 pub mod taint_rules;

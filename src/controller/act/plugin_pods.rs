@@ -16,8 +16,8 @@ use super::operands::cached;
 use crate::api::labels::LABEL_CONFIG;
 use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCount};
 use crate::cluster::REVISION_LABEL;
-use crate::controller::observe::Snapshot;
 use crate::controller::plan::{Driver, Mode, Plan};
+use crate::controller::snapshot::Snapshot;
 use crate::controller::{Context, Error};
 use crate::logic::nodes::NodeFilter;
 use crate::logic::rollout::{self, Change, Decision, NodeState, PodState, Revision};
@@ -187,7 +187,7 @@ async fn announce(decision: &Decision, ds: &DaemonSet, ctx: &Context, reference:
         ..ObjectReference::default()
     };
     let event = Event { type_, reason: reason.into(), note: Some(note), action, secondary: Some(revision) };
-    crate::controller::events::send(ctx, reference, &event).await;
+    crate::controller::act::publish::send(ctx, reference, &event).await;
 }
 
 /// When a step's timeout passes, if it is waiting for its checks.

@@ -10,13 +10,14 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::events::EventType;
 
+use super::publish::publish;
 use crate::api::labels::{LABEL_CONFIG, MANAGER};
 use crate::api::{NeuronDRAConfigStatus, RemediationStatus};
 use crate::cluster::NodeView;
 use crate::cluster::taint_rule::TaintRuleView;
+use crate::controller::Context;
 use crate::controller::act::apply::{ApplyError, Outcome};
 use crate::controller::plan::{Mode, Plan};
-use crate::controller::{Context, events};
 use crate::logic::nodes::NodeFilter;
 use crate::logic::remediation::{self, Decision};
 
@@ -85,7 +86,7 @@ pub async fn remediate(
                     problem.reason,
                     decision.effect.as_str()
                 );
-                events::publish(ctx, reference, EventType::Warning, "Remediated", "Remediate", note).await;
+                publish(ctx, reference, EventType::Warning, "Remediated", "Remediate", note).await;
             }
             Ok(_) => {}
             Err(error) => {
@@ -136,7 +137,7 @@ async fn release(
             Ok(true) => {
                 let node = remediation::rule_node(rule).unwrap_or_default();
                 let note = format!("node {node} released ({}): DeviceTaintRule {} deleted", why(node), rule.name_any());
-                events::publish(ctx, reference, EventType::Normal, "Released", "Remediate", note).await;
+                publish(ctx, reference, EventType::Normal, "Released", "Remediate", note).await;
             }
             Ok(false) => {}
             Err(error) => errors.push(error),
@@ -184,5 +185,5 @@ async fn held_back_events(
         decision.budget,
         shown.join(", ")
     );
-    events::publish(ctx, reference, EventType::Warning, "RemediationHeldBack", "Remediate", note).await;
+    publish(ctx, reference, EventType::Warning, "RemediationHeldBack", "Remediate", note).await;
 }

@@ -12,6 +12,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 
 pub mod changes;
+pub mod reads;
 pub mod sampling;
 
 use crate::runtime::client::{brief, refusal};

@@ -1,0 +1,105 @@
+//! What every reconcile shares: the client, the caches, the recorder and metrics, and what is remembered between
+//! reconciles.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::runtime::events::Recorder;
+use kube::{Client, ResourceExt};
+
+use super::Stores;
+use crate::api::NeuronDRAConfig;
+use crate::runtime::telemetry::{ConditionLabels, ConfigLabels, Metrics, TemplateLabels};
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    /// Server-side apply and delete, with the writes the cache has not shown yet.
+    pub applier: crate::controller::act::apply::Applier,
+    pub stores: Stores,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    /// What the API server supports beyond the base DRA API (probed on first need).
+    pub capabilities: super::capabilities::Capabilities,
+    /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
+    pub taint_rules: Option<kube::core::ApiResource>,
+    /// What remediation remembers between reconciles.
+    pub(super) remediation: super::act::taint_rules::Memory,
+    /// Consecutive failures per config, for exponential backoff.
+    pub(super) failures: Mutex<HashMap<String, u32>>,
+    /// Configs reported as unparseable, with the error: reported once, not on every event.
+    pub(super) unparseable: Mutex<HashMap<String, String>>,
+    /// Unhealthy devices per config at the last reconcile, so events mark changes, not every reconcile.
+    pub(super) unhealthy_seen: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
+    /// Claims on unhealthy devices per config at the last reconcile, likewise.
+    pub(super) in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+    /// True once every cache has listed once (see `Context::synced`).
+    pub(super) synced: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Context {
+    /// Waits until every cache has listed once, so a reconcile never mistakes "not loaded" for "absent".
+    pub(super) async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|ready| *ready).await;
+    }
+
+    pub(super) fn reset_failures(&self, name: &str) {
+        self.failures.lock().expect("not poisoned").remove(name);
+    }
+
+    /// Whether this exact parse error was already reported for this config.
+    pub(super) fn already_reported(&self, name: &str, error: &str) -> bool {
+        self.unparseable.lock().expect("not poisoned").get(name).map(String::as_str) == Some(error)
+    }
+
+    /// Remembers a parse error once its status is written, so it is reported once, not on every event.
+    pub(super) fn reported_unparseable(&self, name: &str, error: &str) {
+        self.unparseable.lock().expect("not poisoned").insert(name.to_string(), error.to_string());
+    }
+
+    /// Drops everything kept about a config that is gone: its metric series and its entries here.
+    pub(super) fn forget(&self, config: &NeuronDRAConfig) {
+        let name = config.name_any();
+        self.failures.lock().expect("not poisoned").remove(&name);
+        self.unparseable.lock().expect("not poisoned").remove(&name);
+        self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
+        self.in_use_seen.lock().expect("not poisoned").remove(&name);
+        self.remediation.forget(&name);
+        self.applier.expectations.forget(&super::reconcile::config_key(&name));
+        if let Some(uid) = config.metadata.uid.as_deref() {
+            self.stores.validations.forget(uid);
+        }
+        let labels = ConfigLabels { config: name.clone() };
+        let metrics = &self.metrics;
+        metrics.reconciles.remove(&labels);
+        for gauge in [
+            &metrics.managed_objects,
+            &metrics.nodes,
+            &metrics.devices,
+            &metrics.unhealthy_devices,
+            &metrics.driver_desired_nodes,
+            &metrics.driver_ready_nodes,
+            &metrics.driver_updated_nodes,
+            &metrics.driver_rollout_halted,
+            &metrics.templates,
+            &metrics.remediation_failing_nodes,
+            &metrics.remediated_nodes,
+            &metrics.remediation_held_back_nodes,
+        ] {
+            gauge.remove(&labels);
+        }
+        for type_ in crate::logic::status::ConditionType::ALL {
+            metrics.condition.remove(&ConditionLabels { config: name.clone(), condition: type_.as_str().into() });
+        }
+        for claim in crate::logic::validate::validate(config).map(|v| v.claims).unwrap_or_default() {
+            let labels = TemplateLabels { config: name.clone(), profile: claim.profile, template: claim.template };
+            metrics.template_available.remove(&labels);
+            metrics.template_allocated.remove(&labels);
+        }
+    }
+
+    pub(super) fn parsed_again(&self, name: &str) {
+        self.unparseable.lock().expect("not poisoned").remove(name);
+    }
+}
