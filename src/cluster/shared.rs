@@ -8,8 +8,6 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde::Deserialize;
 use serde::de::Deserializer;
 
-use super::slice::CommonAttributes;
-
 /// A string many devices share (a device name repeats on every node of a type), held once per process.
 pub type Shared = Arc<str>;
 
@@ -35,11 +33,6 @@ pub(super) fn interned<T: Eq + Hash + ?Sized>(
 pub(super) fn shared_str(value: &str) -> Shared {
     static POOL: LazyLock<Mutex<HashSet<Shared>>> = LazyLock::new(Mutex::default);
     interned(&POOL, value, 4096)
-}
-
-pub(super) fn shared_attributes(attributes: CommonAttributes) -> Arc<CommonAttributes> {
-    static POOL: LazyLock<Mutex<HashSet<Arc<CommonAttributes>>>> = LazyLock::new(Mutex::default);
-    interned(&POOL, attributes, 4096)
 }
 
 pub(super) fn interned_str<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Shared, D::Error> {

@@ -13,7 +13,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::meta_without_labels;
-use super::shared::{Shared, interned, interned_str, shared_attributes};
+use super::shared::{Shared, interned, interned_str};
 
 /// A ResourceSlice: driver, node, pool and, per device, its name, taints and the attributes health reads.
 #[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -79,6 +79,11 @@ pub struct CommonAttributes {
     pub neuron_driver_version: Option<Box<str>>,
     /// The EFA driver's `pciDevice` (what its DeviceClass selects on).
     pub pci_device: Option<Box<str>>,
+}
+
+fn shared_attributes(attributes: CommonAttributes) -> Arc<CommonAttributes> {
+    static POOL: LazyLock<Mutex<HashSet<Arc<CommonAttributes>>>> = LazyLock::new(Mutex::default);
+    interned(&POOL, attributes, 4096)
 }
 
 /// A slice's devices, each the one copy of that device in the process. Nodes of one instance type publish the same

@@ -14,8 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{DriverStatus, NodeIssue, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
-use crate::logic::status::Reason;
+use crate::api::{NodeIssue, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
 
 /// Entries kept in `status.driver.versions` and in `failedNodes`.
 pub const MAX_VERSIONS: usize = 10;
@@ -269,29 +268,4 @@ pub fn halt_message(status: &RolloutStatus) -> String {
         status.step,
         shown.join("; ")
     )
-}
-
-/// DriverReady from the driver's figures: "12/40 nodes on 1.2.0, 38 ready", and the halt or step of a rollout.
-pub fn driver_condition(status: &DriverStatus) -> (bool, Reason, String) {
-    let version = status.image.as_deref().map(image_label).unwrap_or_default();
-    let figures =
-        format!("{}/{} nodes on {version}, {} ready", status.updated_nodes, status.desired_nodes, status.ready_nodes);
-    match &status.rollout {
-        Some(rollout) if rollout.state == RolloutState::Halted => {
-            (false, Reason::RolloutHalted, format!("{figures}; {}", halt_message(rollout)))
-        }
-        _ => {
-            let done = status.ready_nodes >= status.desired_nodes && status.updated_nodes >= status.desired_nodes;
-            let step = match &status.rollout {
-                Some(r) if !done && r.state == RolloutState::Progressing && r.step > 0 => {
-                    let nodes: Vec<&str> = r.step_nodes.iter().take(5).map(|n| n.node.as_str()).collect();
-                    let what = if r.step == 1 { "canary".to_string() } else { format!("step {}", r.step) };
-                    format!(" ({what}: {})", nodes.join(", "))
-                }
-                _ => String::new(),
-            };
-            let reason = if done { Reason::RolloutComplete } else { Reason::RollingOut };
-            (done, reason, format!("{figures}{step}"))
-        }
-    }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::logic::status::{Reason, driver_condition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 const OLD: &str = "old111";
