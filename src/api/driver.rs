@@ -1,0 +1,116 @@
+//! `spec.driver`: the kubelet-plugin DaemonSet.
+
+use super::{DNS_LABEL, IMAGE_REF, RolloutPolicy, default_driver_image, default_driver_namespace};
+use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference, ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use validator::Validate;
+
+/// The kubelet-plugin DaemonSet. Lists here are added to AWS's defaults; scalar fields replace them.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Validate)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("!has(self.rollout) || !has(self.updateStrategy)").message("must not be set with updateStrategy (the operator steps the rollout itself)").field_path(".rollout"))]
+pub struct DriverSpec {
+    /// Kubelet plugin image, `public.ecr.aws/neuron/neuron-dra-driver:<semver>` or a mirror of it. The tag is
+    /// compared with the `draDriverVersion` the nodes publish.
+    #[serde(default = "default_driver_image")]
+    #[schemars(default = "default_driver_image")]
+    #[validate(length(min = 1, max = 512), regex(path = *IMAGE_REF))]
+    pub image: String,
+
+    /// When the kubelet pulls the image.
+    #[serde(default)]
+    #[schemars(default)]
+    pub image_pull_policy: ImagePullPolicy,
+
+    /// Namespace of the plugin DaemonSet and its ServiceAccount; created if missing.
+    #[serde(default = "default_driver_namespace")]
+    #[schemars(default = "default_driver_namespace")]
+    #[validate(length(min = 1, max = 63), regex(path = *DNS_LABEL))]
+    pub namespace: String,
+
+    /// Secrets for pulling the image from a private mirror.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+
+    /// PriorityClass of the plugin pods (for example `system-node-critical`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+
+    /// Tolerations added to the defaults (CriticalAddonsOnly, aws.amazon.com/neuron, SageMaker node health).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Container resources; replaces the default requests 10m/128Mi and limits 20m/256Mi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Environment variables added to the plugin container; a name that matches a default replaces it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+
+    /// Rolling-update settings; default maxUnavailable 0, maxSurge 1 (seamless plugin upgrade). Excludes `rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<UpdateStrategy>,
+
+    /// A plugin rollout in checked steps, driven by the operator instead of the DaemonSet controller (absent: the
+    /// DaemonSet controller rolls out by `updateStrategy`; `{}` takes every default). The DaemonSet gets
+    /// `updateStrategy: OnDelete`; the operator moves nodes to a new plugin template by deleting their old plugin
+    /// pods, first `canary` nodes, then `maxUnavailable` nodes per step. After each step every moved node must run a
+    /// Ready plugin pod of the new template and publish its ResourceSlice again, from the new version, with at least
+    /// as many Neuron devices as before, within `timeout`. Otherwise the rollout halts (DriverReady=False, reason
+    /// RolloutHalted) and the other nodes keep their version until the plugin's template changes again: a fixed
+    /// image resumes, the old image rolls back, both in the same steps. Excludes `updateStrategy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutPolicy>,
+}
+
+impl Default for DriverSpec {
+    fn default() -> Self {
+        Self {
+            image: default_driver_image(),
+            image_pull_policy: ImagePullPolicy::default(),
+            namespace: default_driver_namespace(),
+            image_pull_secrets: Vec::new(),
+            priority_class_name: None,
+            tolerations: Vec::new(),
+            resources: None,
+            env: Vec::new(),
+            update_strategy: None,
+            rollout: None,
+        }
+    }
+}
+
+/// Image pull policy of the plugin container.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub enum ImagePullPolicy {
+    Always,
+    #[default]
+    IfNotPresent,
+    Never,
+}
+
+impl ImagePullPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "Always",
+            Self::IfNotPresent => "IfNotPresent",
+            Self::Never => "Never",
+        }
+    }
+}
+
+/// Rolling-update settings of the plugin DaemonSet.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateStrategy {
+    /// Nodes whose plugin may be unavailable during an update (count or percentage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+    /// Nodes that may run an old and a new plugin pod at once during an update (count or percentage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrString>,
+}
