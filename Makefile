@@ -49,7 +49,7 @@ CONTAINER_TOOL ?= docker
 
 ## Regenerate the OLM bundle under bundle/ from config/, crds/ and samples/ (a test fails when it is stale).
 bundle:
-	$(CARGO) run --locked --quiet --bin neuron-dra-devtools -- bundle --output bundle
+	$(CARGO) run --locked --quiet --features devtools --bin neuron-dra-devtools -- bundle --output bundle
 
 ## The operator image and the OLM bundle image (need a container engine; the tests do not build them).
 image:
@@ -68,7 +68,7 @@ lint:
 
 ## Unit tests and the tests that need no cluster.
 unit-test:
-	$(CARGO) test --locked --lib --bins --test render_cli
+	$(CARGO) test --locked --lib --bins --test render_cli --test architecture
 
 ## The supported Kubernetes range (README "Kubernetes versions"): the whole suite runs on the oldest, the tests of
 ## what changed in DRA since then on the newest.

@@ -38,7 +38,7 @@ mkdir -p "${STATE}"
 stop_demo_processes
 
 say "Building the operator and its dev tools (cargo build --profile ${PROFILE})"
-(cd "${ROOT}" && cargo build --profile "${PROFILE/debug/dev}" --locked --quiet)
+(cd "${ROOT}" && cargo build --profile "${PROFILE/debug/dev}" --locked --quiet --features devtools)
 
 say "Starting the local control plane (the first run builds Kubernetes from Go modules: about 8 minutes)"
 "${ROOT}/hack/controlplane.sh" up

@@ -210,3 +210,24 @@ fn unit_tests_are_inline_or_in_a_tests_module() {
         .collect();
     assert!(stray.is_empty(), "test modules not named `tests`: {stray:?}");
 }
+
+/// `cargo tree` of the package's features along one kind of edge.
+fn features_along(edges: &str) -> String {
+    let output = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--locked", "--offline", "-e", edges, "-i", "neuron-dra-operator"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(output.status.success(), "cargo tree: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn a_release_build_compiles_no_development_tools() {
+    // What `cargo build --release` resolves: normal edges only.
+    let release = features_along("features,normal");
+    assert!(!release.contains("\"devtools\""), "the operator's build enables devtools:\n{release}");
+    // Tests and benchmarks do switch it on (through the dev-dependency on the package itself).
+    let tests = features_along("features");
+    assert!(tests.contains("\"devtools\""), "tests no longer get the development tools:\n{tests}");
+}

@@ -270,20 +270,6 @@ impl Applier {
     }
 
     /// Server-side applies without looking at the cache; `before` is the resourceVersion the cache holds (if any).
-    pub async fn apply<K>(
-        &self,
-        api: &Api<K>,
-        desired: &K,
-        before: Option<String>,
-        manager: &str,
-    ) -> Result<(), ApplyError>
-    where
-        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
-        K::DynamicType: Default,
-    {
-        self.apply_as(&K::DynamicType::default(), api, desired, before, manager).await
-    }
-
     async fn apply_as<K>(
         &self,
         dt: &K::DynamicType,

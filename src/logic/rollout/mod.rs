@@ -15,12 +15,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{NodeIssue, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
+use crate::logic::health::PLUGIN_NOT_READY;
 
 /// Entries kept in `status.driver.versions` and in `failedNodes`.
 pub const MAX_VERSIONS: usize = 10;
 pub const MAX_FAILED: usize = 50;
 
-pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
 pub const DEVICES_MISSING: &str = "DevicesMissing";
 pub const NOT_REPUBLISHED: &str = "SliceNotRepublished";
 
