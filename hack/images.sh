@@ -183,7 +183,8 @@ cmd_import() {
     [[ "${n}" != base-* ]] || continue
     archive="$(build_one "${n}")"
     entry "${n}"
-    "${ctr}" --address "${address}" -n k8s.io images import "${archive}" >/dev/null
+    # ctr warns about cgroup v1 on every call; that is said once, in docs/local-node.md.
+    "${ctr}" --address "${address}" -n k8s.io images import "${archive}" 2> >(grep -v "DEPRECATION: The support for cgroup v1" >&2) >/dev/null
     log "imported ${REF}"
   done
 }
