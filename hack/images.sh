@@ -175,7 +175,8 @@ cmd_build() {
 # listening on SOCK, with its ctr.
 cmd_import() {
   [[ -x "${1:-}" && -S "${2:-}" ]] || die "usage: $0 import CTR SOCK [NAME...]"
-  local ctr="$1" address="$2" n archive
+  local ctr="$1" address n archive
+  address="$(readlink -f "$2")"
   shift 2
   lock
   if (($# == 0)); then mapfile -t names_ < <(names); set -- "${names_[@]}"; fi

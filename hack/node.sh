@@ -13,8 +13,8 @@
 #   hack/node.sh stop-component kubelet|containerd [NAME] / start-component ...
 #   hack/node.sh ctr [NAME] ARGS...     containerd's ctr against the node's containerd (e.g. `-n k8s.io images ls`)
 #
-# Environment: NODE_INSTANCE_TYPE (label node.kubernetes.io/instance-type, default trn2.48xlarge), NODE_LABELS
-# (more labels, k=v,...), NODE_IP (the address the API server reaches the kubelet on; default the host's source
+# Environment: NODE_INSTANCE_TYPE (label node.kubernetes.io/instance-type, default trn2.48xlarge; empty: none),
+# NODE_LABELS (more labels, k=v,...), NODE_IP (the address the API server reaches the kubelet on; default the host's source
 # address). State lives in target/controlplane/nodes/NAME, so the control plane's `down` also removes it.
 set -euo pipefail
 
@@ -26,7 +26,9 @@ CONTAINERD_VERSION="$(awk '$1 == "require" && $2 == "github.com/containerd/conta
   "${CONTAINERD_MODULE}/go.mod")"
 CACHE_ROOT="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator"
 CONTAINERD_BIN="${CACHE_ROOT}/node/containerd/${CONTAINERD_VERSION}/bin"
-NODE_INSTANCE_TYPE="${NODE_INSTANCE_TYPE:-trn2.48xlarge}"
+# Unset: trn2.48xlarge, so the operator selects the node (its plugin DaemonSet, health). Empty: no label, so the
+# operator leaves the node alone (e.g. next to a simulated fleet whose health a test counts).
+NODE_INSTANCE_TYPE="${NODE_INSTANCE_TYPE-trn2.48xlarge}"
 READY_TIMEOUT="${NODE_READY_TIMEOUT:-120}"
 # Name prefix of everything this script creates outside its state dir (cgroups, the bridge, CNI cache entries), so
 # `down` removes exactly those.
@@ -449,7 +451,8 @@ cmd_up() {
   WAIT_COMPONENT=containerd wait_until "containerd" containerd_ready
   "${REPO_ROOT}/hack/images.sh" import "${CONTAINERD_BIN}/ctr" "${CONTAINERD_SOCK}"
 
-  local labels="node.kubernetes.io/instance-type=${NODE_INSTANCE_TYPE}${NODE_LABELS:+,${NODE_LABELS}}"
+  local labels="${NODE_INSTANCE_TYPE:+node.kubernetes.io/instance-type=${NODE_INSTANCE_TYPE}}"
+  labels="${labels}${labels:+${NODE_LABELS:+,}}${NODE_LABELS:-}"
   start kubelet "$(kubelet_bin)" \
     --config="${NODE_STATE}/kubelet.yaml" \
     --kubeconfig="${NODE_STATE}/kubelet.kubeconfig" \
