@@ -73,7 +73,8 @@ stage_pause() {
 # Debian's static busybox and a symlink per applet, from the package's own applet list.
 stage_busybox() {
   local busybox=/bin/busybox applet
-  [[ -x "${busybox}" ]] && ! ldd "${busybox}" >/dev/null 2>&1 || die "needs a static busybox: apt-get install -y busybox-static"
+  [[ -x "${busybox}" ]] && ! ldd "${busybox}" >/dev/null 2>&1 ||
+    die "needs a static busybox: apt-get install -y busybox-static"
   stage_recipe "$1"
   mkdir -p "$1/bin"
   cp "${busybox}" "$1/bin/busybox"
@@ -185,7 +186,8 @@ cmd_import() {
     archive="$(build_one "${n}")"
     entry "${n}"
     # ctr warns about cgroup v1 on every call; that is said once, in docs/local-node.md.
-    "${ctr}" --address "${address}" -n k8s.io images import "${archive}" 2> >(grep -v "DEPRECATION: The support for cgroup v1" >&2) >/dev/null
+    "${ctr}" --address "${address}" -n k8s.io images import "${archive}" >/dev/null \
+      2> >(grep -v "DEPRECATION: The support for cgroup v1" >&2)
     log "imported ${REF}"
   done
 }

@@ -49,7 +49,8 @@ start=${SECONDS}
 # kube-scheduler binds them; the node selector keeps them off the simulated fleet, if one is there too (its stand-in
 # kubelet would report them Running without running anything).
 pod sleeper 'echo hello from $(hostname); exec sleep 3600' | kubectl -n "${NS}" apply -f - >/dev/null
-pod web 'mkdir -p /www && echo pong > /www/index.html && exec httpd -f -p 8080 -h /www' | kubectl -n "${NS}" apply -f - >/dev/null
+pod web 'mkdir -p /www && echo pong > /www/index.html && exec httpd -f -p 8080 -h /www' |
+  kubectl -n "${NS}" apply -f - >/dev/null
 kubectl -n "${NS}" wait --for=condition=Ready pod/sleeper pod/web --timeout=120s >/dev/null || fail "pods not Ready"
 log "pods Running and Ready in $((SECONDS - start))s"
 kubectl -n "${NS}" get pods -o wide

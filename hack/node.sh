@@ -14,8 +14,9 @@
 #   hack/node.sh ctr [NAME] ARGS...     containerd's ctr against the node's containerd (e.g. `-n k8s.io images ls`)
 #
 # Environment: NODE_INSTANCE_TYPE (label node.kubernetes.io/instance-type, default trn2.48xlarge; empty: none),
-# NODE_LABELS (more labels, k=v,...), NODE_IP (the address the API server reaches the kubelet on; default the host's source
-# address). State lives in target/controlplane/nodes/NAME, so the control plane's `down` also removes it.
+# NODE_LABELS (more labels, k=v,...), NODE_IP (the address the API server reaches the kubelet on; default the
+# host's source address). A node's number picks its bridge and pod subnet (node-3: ndra3, 10.244.3.0/24). State
+# lives in target/controlplane/nodes/NAME, so the control plane's `down` also removes it. docs/local-node.md.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -101,7 +102,9 @@ build_containerd() {
   done
   (cd "${CONTAINERD_MODULE}" && "${goenv[@]}" go build -trimpath -tags "${tags} no_grpc" -ldflags "${ldflags}" \
     -o "${CONTAINERD_BIN}/containerd-shim-runc-v2.tmp" "${pkg}/cmd/containerd-shim-runc-v2")
-  for cmd in containerd ctr containerd-shim-runc-v2; do mv -f "${CONTAINERD_BIN}/${cmd}.tmp" "${CONTAINERD_BIN}/${cmd}"; done
+  for cmd in containerd ctr containerd-shim-runc-v2; do
+    mv -f "${CONTAINERD_BIN}/${cmd}.tmp" "${CONTAINERD_BIN}/${cmd}"
+  done
   echo "${stamp}" >"${CONTAINERD_BIN}/.stamp"
   log "built containerd ${CONTAINERD_VERSION} into ${CONTAINERD_BIN} in $((SECONDS - start))s"
   exec 8>&-
@@ -372,7 +375,7 @@ EOF
 make_cgroup_root() {
   local dir
   for dir in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
-    [[ -d "${dir}" ]] && [[ "$(stat -fc %T "${dir}")" == cgroup* ]] || continue
+    [[ -d "${dir}" && "$(stat -fc %T "${dir}")" == cgroup* ]] || continue
     mkdir -p "${dir%/}${CGROUP_ROOT}"
     if [[ -f "${dir}cpuset.cpus" && "$(basename "${dir}")" == cpuset ]]; then
       cat "${dir}cpuset.cpus" >"${dir%/}${CGROUP_ROOT}/cpuset.cpus"
@@ -399,7 +402,9 @@ image_ref() { "${REPO_ROOT}/hack/images.sh" ref "$1"; }
 
 containerd_ready() { ctr_node version >/dev/null 2>&1; }
 
-kubelet_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$(cat "${NODE_STATE}/healthz.port")/healthz" >/dev/null 2>&1; }
+kubelet_healthy() {
+  curl -fsS --max-time 2 "http://127.0.0.1:$(cat "${NODE_STATE}/healthz.port")/healthz" >/dev/null 2>&1
+}
 
 node_ready() {
   [[ "$(kubectl_admin get node "${NODE_NAME}" \
@@ -436,7 +441,18 @@ cmd_up() {
     log "${NODE_NAME} is already running, reusing it"
     return 0
   fi
-  [[ ! -d "${NODE_STATE}" ]] || { log "removing stale ${NODE_STATE}"; teardown; }
+  if [[ -d "${NODE_STATE}" ]]; then
+    log "removing stale ${NODE_STATE}"
+    teardown
+  fi
+  # A Node left from an earlier run would look Ready before this kubelet has said anything.
+  kubectl_admin delete node "${NODE_NAME}" --ignore-not-found >/dev/null
+  local other
+  for other in "${CP_STATE}"/nodes/*/; do
+    [[ -d "${other}" && "$(basename "${other}")" != "${NODE_NAME}" ]] || continue
+    [[ "$(node_index "$(basename "${other}")")" != "${NODE_INDEX}" ]] ||
+      die "${NODE_NAME} would share bridge and pod subnet with $(basename "${other}"): give it another number"
+  done
   local start=${SECONDS}
   mkdir -p "${NODE_STATE}/containerd"
   grant_apiserver_kubelet_access
@@ -514,9 +530,12 @@ teardown() {
   if pid="$(live_pid kubelet)"; then stop_pid "${pid}"; fi
   local runc_root="${NODE_STATE}/containerd/runc"
   if [[ -d "${runc_root}" ]] && command -v runc >/dev/null; then
-    for id in $(find "${runc_root}" -mindepth 2 -maxdepth 2 -type d -printf '%P\n'); do
-      runc --root "${runc_root}/${id%%/*}" kill --all "${id#*/}" KILL 2>/dev/null || true
-      runc --root "${runc_root}/${id%%/*}" delete --force "${id#*/}" 2>/dev/null || true
+    # One directory per containerd namespace, one per container in it.
+    for id in "${runc_root}"/*/*/; do
+      [[ -d "${id}" ]] || continue
+      id="${id%/}"
+      runc --root "${id%/*}" kill --all "${id##*/}" KILL 2>/dev/null || true
+      runc --root "${id%/*}" delete --force "${id##*/}" 2>/dev/null || true
     done
   fi
   if pid="$(live_pid containerd)"; then stop_pid "${pid}"; fi
@@ -534,8 +553,10 @@ teardown() {
   # libcni caches each attachment's result in /var/lib/cni/results (not configurable through containerd), named by
   # network and sandbox: the node's network, and containerd's loopback network for each of its sandboxes.
   rm -f /var/lib/cni/results/"${CNI_NETWORK}"-* 2>/dev/null || true
-  for id in $(ls "${NODE_STATE}/containerd/root/io.containerd.grpc.v1.cri/sandboxes" 2>/dev/null); do
-    rm -f /var/lib/cni/results/cni-loopback-"${id}"-* 2>/dev/null || true
+  for id in "${NODE_STATE}"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*/; do
+    [[ -d "${id}" ]] || continue
+    id="${id%/}"
+    rm -f /var/lib/cni/results/cni-loopback-"${id##*/}"-* 2>/dev/null || true
   done
   remove_cgroup_root
   mounts="$(mounts_under "${NODE_STATE}")" || die "cannot read the mount table"
@@ -624,7 +645,11 @@ main() {
       set_node "${name}"
       ctr_node "$@"
       ;;
-    *) echo "usage: $0 build|up [NAME]|down [NAME]|status [NAME]|stop-component C [NAME]|start-component C [NAME]|ctr [NAME] ARGS" >&2; exit 2 ;;
+    *)
+      echo "usage: $0 build|up [NAME]|down [NAME]|status [NAME]|stop-component C [NAME]|start-component C [NAME]" \
+        "|ctr [NAME] ARGS" >&2
+      exit 2
+      ;;
   esac
 }
 
