@@ -139,6 +139,12 @@ live_pid() {
   echo "${pid}"
 }
 
+# Whether a component just started still exists. Only the pid: right after the fork, before its exec, its command
+# line is still this script's, so live_pid's command-line check would call a starting component dead.
+started_alive() {
+  [[ -f "${NODE_STATE}/$1.pid" ]] && kill -0 "$(cat "${NODE_STATE}/$1.pid")" 2>/dev/null
+}
+
 start() {
   local name="$1"; shift
   printf '%s\0' "$@" >"${NODE_STATE}/${name}.args"
@@ -163,7 +169,7 @@ stop_pid() {
 wait_until() {
   local what="$1" deadline=$((SECONDS + READY_TIMEOUT)); shift
   until "$@"; do
-    if [[ -n "${WAIT_COMPONENT:-}" ]] && ! live_pid "${WAIT_COMPONENT}" >/dev/null; then
+    if [[ -n "${WAIT_COMPONENT:-}" ]] && ! started_alive "${WAIT_COMPONENT}"; then
       fail_with_logs "${WAIT_COMPONENT} exited while waiting for ${what}"
     fi
     ((SECONDS < deadline)) || fail_with_logs "timed out after ${READY_TIMEOUT}s waiting for ${what}"
@@ -434,7 +440,6 @@ cmd_up() {
   check_host
   "${CONTROLPLANE_SH}" status >/dev/null || die "the control plane is not running: run hack/controlplane.sh up"
   cmd_build
-  "${REPO_ROOT}/hack/images.sh" build
 
   lock_node
   if live_pid kubelet >/dev/null && live_pid containerd >/dev/null && node_ready; then
@@ -465,6 +470,8 @@ cmd_up() {
 
   start containerd "${CONTAINERD_BIN}/containerd" --config "${NODE_STATE}/containerd/config.toml"
   WAIT_COMPONENT=containerd wait_until "containerd" containerd_ready
+  # Builds what changed, then imports every image a node runs (not the base- ones): containerd's state, and so its
+  # images, go with the node at `down`.
   "${REPO_ROOT}/hack/images.sh" import "${CONTAINERD_BIN}/ctr" "${CONTAINERD_SOCK}"
 
   local labels="${NODE_INSTANCE_TYPE:+node.kubernetes.io/instance-type=${NODE_INSTANCE_TYPE}}"
@@ -584,6 +591,7 @@ cmd_down() {
       log "${NODE_NAME} stopped"
     )
   done
+  rmdir "${CP_STATE}/nodes" "${CP_STATE}" 2>/dev/null || true
 }
 
 cmd_status() {
@@ -606,6 +614,7 @@ component() {
 cmd_stop_component() {
   component "$1"
   set_node "${2:-}"
+  [[ -d "${NODE_STATE}" ]] || die "${NODE_NAME} is not running: run '$0 up ${NODE_NAME}'"
   lock_node
   local pid
   pid="$(live_pid "$1")" || die "$1 of ${NODE_NAME} is not running"
@@ -616,6 +625,7 @@ cmd_stop_component() {
 cmd_start_component() {
   component "$1"
   set_node "${2:-}"
+  [[ -d "${NODE_STATE}" ]] || die "${NODE_NAME} is not running: run '$0 up ${NODE_NAME}'"
   lock_node
   ! live_pid "$1" >/dev/null || die "$1 of ${NODE_NAME} is already running"
   [[ -f "${NODE_STATE}/$1.args" ]] || die "$1 of ${NODE_NAME} was never started: run '$0 up ${NODE_NAME}'"
