@@ -13,7 +13,8 @@
 #   hack/node.sh stop-component kubelet|containerd [NAME] / start-component ...
 #   hack/node.sh ctr [NAME] ARGS...     containerd's ctr against the node's containerd (e.g. `-n k8s.io images ls`)
 #
-# Environment: NODE_INSTANCE_TYPE (label node.kubernetes.io/instance-type, default trn2.48xlarge; empty: none),
+# Environment: NODE_HOST_PLUGINS=0 (node-1 does not bind its kubelet plugin dirs onto /var/lib/kubelet/...),
+# NODE_INSTANCE_TYPE (label node.kubernetes.io/instance-type, default trn2.48xlarge; empty: none),
 # NODE_LABELS (more labels, k=v,...), NODE_IP (the address the API server reaches the kubelet on; default the
 # host's source address). A node's number picks its bridge and pod subnet (node-3: ndra3, 10.244.3.0/24). State
 # lives in target/controlplane/nodes/NAME, so the control plane's `down` also removes it. docs/local-node.md.
@@ -400,6 +401,44 @@ remove_cgroup_root() {
   done
 }
 
+# The Neuron DRA driver's DaemonSet (like every kubelet plugin's) mounts the kubelet's plugin directories from the
+# host at their standard paths, /var/lib/kubelet/plugins and plugins_registry, and registers there. A node's kubelet
+# keeps its root dir in the state dir, so one node (node-1 unless NODE_HOST_PLUGINS=0) bind-mounts its two plugin
+# directories onto those host paths: a plugin pod's registration socket then appears in the directory the kubelet
+# watches, and the endpoint path the plugin reports resolves on the host. Only one node per host can have them;
+# the mounts are recorded in the state dir, so `down` unmounts exactly those.
+HOST_PLUGIN_DIRS=(plugins plugins_registry)
+
+bind_host_plugin_dirs() {
+  [[ "${NODE_HOST_PLUGINS:-1}" == 1 && "${NODE_NAME}" == node-1 ]] || return 0
+  local d host
+  for d in "${HOST_PLUGIN_DIRS[@]}"; do
+    host="/var/lib/kubelet/${d}"
+    mkdir -p "${NODE_STATE}/kubelet/${d}"
+    if mountpoint -q "${host}" 2>/dev/null; then
+      log "${host} is already a mount point (another node or kubelet?): kubelet plugins on ${NODE_NAME} will not register"
+      continue
+    fi
+    [[ -d "${host}" ]] || { mkdir -p "${host}" && echo "${host}" >>"${NODE_STATE}/host-dirs"; }
+    mount --bind "${NODE_STATE}/kubelet/${d}" "${host}"
+    echo "${host}" >>"${NODE_STATE}/host-mounts"
+  done
+}
+
+unbind_host_plugin_dirs() {
+  local host
+  if [[ -f "${NODE_STATE}/host-mounts" ]]; then
+    while read -r host; do
+      umount "${host}" 2>/dev/null || umount -l "${host}" 2>/dev/null || log "could not unmount ${host}"
+    done <"${NODE_STATE}/host-mounts"
+  fi
+  # Directories this script created on the host go again when empty (deepest first).
+  if [[ -f "${NODE_STATE}/host-dirs" ]]; then
+    while read -r host; do rmdir "${host}" 2>/dev/null || true; done < <(sort -r "${NODE_STATE}/host-dirs")
+    rmdir /var/lib/kubelet 2>/dev/null || true
+  fi
+}
+
 # ---------------------------------------------------------------------------
 # up / down / status
 # ---------------------------------------------------------------------------
@@ -467,6 +506,7 @@ cmd_up() {
   echo "${healthz_port}" >"${NODE_STATE}/healthz.port"
   write_configs "${node_ip}" "${kubelet_port}" "${healthz_port}"
   make_cgroup_root
+  bind_host_plugin_dirs
 
   start containerd "${CONTAINERD_BIN}/containerd" --config "${NODE_STATE}/containerd/config.toml"
   WAIT_COMPONENT=containerd wait_until "containerd" containerd_ready
@@ -550,6 +590,7 @@ teardown() {
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*${CONTAINERD_SOCK}" || true); do
     kill -KILL "${pid}" 2>/dev/null || true
   done
+  unbind_host_plugin_dirs
   local m mounts
   mounts="$(mounts_under "${NODE_STATE}")" || die "cannot read the mount table"
   while read -r m; do
@@ -592,6 +633,12 @@ cmd_down() {
     )
   done
   rmdir "${CP_STATE}/nodes" "${CP_STATE}" 2>/dev/null || true
+  # The kubelet's device manager listens on /var/lib/kubelet/device-plugins/kubelet.sock whatever its root dir (so
+  # local nodes share that path; nothing here uses device plugins). Removed once no kubelet is left on the host.
+  if [[ ! -d "${CP_STATE}/nodes" ]] && ! pgrep -x kubelet >/dev/null; then
+    rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+    rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true
+  fi
 }
 
 cmd_status() {
