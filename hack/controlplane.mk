@@ -26,3 +26,28 @@ controlplane-down:
 ## Report whether the control plane is running.
 controlplane-status:
 	$(CONTROLPLANE_SH) status
+
+# A real node (kubelet + containerd + runc + CNI) next to the control plane; see docs/local-node.md.
+NODE_SH ?= $(CONTROLPLANE_MK_DIR)node.sh
+
+.PHONY: node-build node-up node-down node-check node-images
+
+## Build containerd and the kubelet of the control plane's release into ~/.cache (once per version).
+node-build:
+	$(NODE_SH) build
+
+## Start the control plane (or reuse it) with one real node, node-1.
+node-up:
+	NODES=1 $(CONTROLPLANE_SH) up
+
+## Stop the real nodes (the control plane keeps running; controlplane-down stops both).
+node-down:
+	$(NODE_SH) down
+
+## Prove node-1 works: pods Running, logs, exec and pod IP networking.
+node-check:
+	$(CONTROLPLANE_MK_DIR)node-check.sh
+
+## Build the local images (pause, busybox, the distroless stand-in) with buildah, without pulling.
+node-images:
+	$(CONTROLPLANE_MK_DIR)images.sh build

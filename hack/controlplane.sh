@@ -2,21 +2,28 @@
 # A real, local Kubernetes control plane for the integration tests:
 # etcd + kube-apiserver + kube-controller-manager + kube-scheduler, built from
 # Go modules (tests/controlplane) and run as plain background processes. No
-# kubelet and no containers: the simulator stands in for the kubelets.
+# kubelet and no containers: the simulator stands in for the kubelets. NODES=N
+# adds N real nodes (kubelet + containerd, hack/node.sh; docs/local-node.md).
 #
 #   hack/controlplane.sh build    build the binaries into the user cache (once per version)
 #   hack/controlplane.sh up       build if needed, start (or reuse) the control plane
+#                                 (NODES=N: and real nodes node-1..node-N, see hack/node.sh)
 #   hack/controlplane.sh down     stop it and remove target/controlplane/
 #   hack/controlplane.sh status   exit 0 and print the kubeconfig if it is running
 #   hack/controlplane.sh stop-component NAME / start-component NAME
 #                                 stop one component (etcd, kube-apiserver, ...) and start it again as it was
-#                                 (outage tests)
+#                                 (outage tests); kubelet and containerd take a node name (default node-1)
+#   hack/controlplane.sh build-kubelet   build the kubelet of the same release (hack/node.sh does, on demand)
 #
 # After `up`: export KUBECONFIG=<repo>/target/controlplane/kubeconfig (admin, system:masters).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE_DIR="${REPO_ROOT}/target/controlplane"
+NODE_SH="${REPO_ROOT}/hack/node.sh"
+# How many real nodes `up` starts (node-1..node-N); 0, the default, keeps the control plane node-less.
+NODES="${NODES:-0}"
+[[ "${NODES}" =~ ^[0-9]+$ ]] || { echo "controlplane: NODES=${NODES} is not a number" >&2; exit 1; }
 KUBECONFIG_OUT="${STATE_DIR}/kubeconfig"
 
 # Which Kubernetes: KUBE_VERSION (default the oldest supported release). Each supported minor has its own
@@ -89,13 +96,32 @@ build_stamp() {
     cd "${MODULE_DIR}"
     cat go.mod go.sum tools.go "${ETCD_DIR}"/go.mod "${ETCD_DIR}"/go.sum "${ETCD_DIR}"/main.go
     go env GOVERSION
-    declare -f cmd_build
+    declare -f cmd_build go_build_env
   ) | sha256sum | cut -d' ' -f1
 }
 
 binaries_present() {
   local b
   for b in "${BINARIES[@]}"; do [[ -x "${BIN_DIR}/${b}" ]] || return 1; done
+}
+
+# Sets goenv and goflags (arrays, declared local by the caller) for building Kubernetes commands from the wrapper
+# module: the same for the control plane and the kubelet, so the kubelet reuses the packages the control plane build
+# left in the Go build cache.
+go_build_env() {
+  # Same -X variables as kubernetes' hack/lib/version.sh, so /version reports
+  # the real release. gitCommit is set empty (instead of the "$Format:%H$"
+  # placeholder): the module proxy does not tell us the commit.
+  # (1.34 has no separate version/base package to set.)
+  local x="" pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    x+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=${KUBE_MAJOR} -X ${pkg}.gitMinor=${KUBE_MINOR}"
+    x+=" -X ${pkg}.gitCommit= -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  done
+  # CGO off: static binaries like upstream's, and no C toolchain needed.
+  # GOWORK off: never let a go.work higher up change the module graph.
+  goenv=(env CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly)
+  goflags=(-trimpath -ldflags "-s -w${x}")
 }
 
 cmd_build() {
@@ -113,19 +139,8 @@ cmd_build() {
   fi
   rm -f "${BIN_DIR}/.stamp"
 
-  # Same -X variables as kubernetes' hack/lib/version.sh, so /version reports
-  # the real release. gitCommit is set empty (instead of the "$Format:%H$"
-  # placeholder): the module proxy does not tell us the commit.
-  # (1.34 has no separate version/base package to set.)
-  local x="" pkg
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    x+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=${KUBE_MAJOR} -X ${pkg}.gitMinor=${KUBE_MINOR}"
-    x+=" -X ${pkg}.gitCommit= -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  done
-  # CGO off: static binaries like upstream's, and no C toolchain needed.
-  # GOWORK off: never let a go.work higher up change the module graph.
-  local -a goenv=(env CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly)
-  local -a goflags=(-trimpath -ldflags "-s -w${x}")
+  local -a goenv goflags
+  go_build_env
 
   local start=${SECONDS}
   log "building kube-apiserver ${KUBE_VERSION} (first time ~8 minutes on 2 cores, seconds when the Go build cache is warm)..."
@@ -140,6 +155,41 @@ cmd_build() {
   for b in "${BINARIES[@]}"; do mv -f "${BIN_DIR}/${b}.tmp" "${BIN_DIR}/${b}"; done
   echo "${stamp}" >"${BIN_DIR}/.stamp"
   log "built ${BINARIES[*]} into ${BIN_DIR} in $((SECONDS - start))s"
+  exec 8>&-
+}
+
+# The kubelet of the same release, for the opt-in local node (hack/node.sh). Built from the same wrapper module with
+# the same flags as the control plane, but on demand and with a stamp of its own, so a plain `build` or `up` stays
+# as fast as before.
+kubelet_stamp() {
+  (
+    cd "${MODULE_DIR}"
+    cat go.mod go.sum tools.go
+    go env GOVERSION
+    declare -f cmd_build_kubelet go_build_env
+  ) | sha256sum | cut -d' ' -f1
+}
+
+cmd_build_kubelet() {
+  command -v go >/dev/null || die "go is required to build the kubelet"
+  mkdir -p "${BIN_DIR}"
+  exec 8>"${CACHE_DIR}/build.lock"
+  flock 8
+  local stamp
+  stamp="$(kubelet_stamp)"
+  if [[ -x "${BIN_DIR}/kubelet" && "$(cat "${BIN_DIR}/.kubelet-stamp" 2>/dev/null)" == "${stamp}" ]]; then
+    exec 8>&-
+    return 0
+  fi
+  rm -f "${BIN_DIR}/.kubelet-stamp"
+  local -a goenv goflags
+  go_build_env
+  local start=${SECONDS}
+  log "building kubelet ${KUBE_VERSION} (a few minutes when the control plane build has warmed the Go build cache)..."
+  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet)
+  mv -f "${BIN_DIR}/kubelet.tmp" "${BIN_DIR}/kubelet"
+  echo "${stamp}" >"${BIN_DIR}/.kubelet-stamp"
+  log "built kubelet into ${BIN_DIR} in $((SECONDS - start))s"
   exec 8>&-
 }
 
@@ -226,12 +276,14 @@ stop_pid() {
 component_name() {
   case "$1" in
     etcd | kube-apiserver | kube-controller-manager | kube-scheduler) ;;
-    *) die "unknown component '$1' (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)" ;;
+    *) die "unknown component '$1' (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, containerd)" ;;
   esac
 }
 
 # Outage tests: stop one component of a running control plane, and start it again with the same command line.
+# A node's kubelet and containerd are hack/node.sh's (NAME defaults to node-1).
 cmd_stop_component() {
+  case "$1" in kubelet | containerd) exec "${NODE_SH}" stop-component "$1" "${2:-}" ;; esac
   component_name "$1"
   lock_state
   local pid
@@ -241,6 +293,7 @@ cmd_stop_component() {
 }
 
 cmd_start_component() {
+  case "$1" in kubelet | containerd) exec "${NODE_SH}" start-component "$1" "${2:-}" ;; esac
   component_name "$1"
   lock_state
   ! live_pid "$1" >/dev/null || die "$1 is already running"
@@ -299,6 +352,8 @@ extendedKeyUsage=clientAuth"
   sign kube-controller-manager "/CN=system:kube-controller-manager" "${client}"
   sign kube-scheduler "/CN=system:kube-scheduler" "${client}"
   sign front-proxy-client "/CN=front-proxy-client" "${client}"
+  # The API server's identity towards kubelets (logs, exec, port-forward of pods on the real nodes of hack/node.sh).
+  sign kube-apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client" "${client}"
   # Serving certificate signed by our CA (rather than the apiserver's own
   # --cert-dir self-signed one) so that one CA file verifies the server for
   # kubectl, the Rust client (rustls wants proper SANs/extensions) and
@@ -382,10 +437,12 @@ cmd_up() {
       log "the running control plane is not ${KUBE_VERSION}: replacing it"
     elif all_alive && apiserver_ready && [[ -f "${KUBECONFIG_OUT}" ]]; then
       log "already running, reusing it"
+      start_nodes
       print_export
       return 0
     fi
     log "removing stale ${STATE_DIR}"
+    stop_nodes
     stop_all
     rm -rf "${STATE_DIR}"
   fi
@@ -421,6 +478,11 @@ cmd_up() {
   #   setup of a real cluster; without it the controller manager's delegated
   #   authentication logs an error about the missing request-header CA forever.
   # --allow-privileged: the driver DaemonSet's pods are privileged.
+  # --kubelet-*: how it reaches the kubelets of real nodes (hack/node.sh), as in a real cluster: its own client
+  #   certificate, the kubelet's serving certificate verified with our CA, at the Node's InternalIP (the kubelet
+  #   also reports its node name as Hostname, which does not resolve here). Inert without real nodes.
+  # --enable-admission-plugins=NodeRestriction: with the Node authorizer, limits a kubelet to its own Node and
+  #   pods, as in every real cluster. Only requests of system:node:* users are affected.
   start kube-apiserver "${BIN_DIR}/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:${etcd_port}" \
     --bind-address=127.0.0.1 \
@@ -444,6 +506,11 @@ cmd_up() {
     --service-account-signing-key-file="${pki}/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
     --allow-privileged=true \
+    --kubelet-client-certificate="${pki}/kube-apiserver-kubelet-client.crt" \
+    --kubelet-client-key="${pki}/kube-apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="${pki}/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP \
+    --enable-admission-plugins=NodeRestriction \
     --feature-gates="${FEATURE_GATES}" \
     --runtime-config="${RUNTIME_CONFIG}" \
     --profiling=false
@@ -500,11 +567,24 @@ cmd_up() {
   # the controllers are really working, and tests creating pods need it.
   wait_for "the default ServiceAccount" default_sa_exists
   log "ready in ${SECONDS}s: $(cat "${STATE_DIR}/apiserver.url") (logs in ${STATE_DIR}/*.log)"
+  start_nodes
   print_export
+}
+
+# NODES real nodes, started (or reused) by hack/node.sh once the control plane is up.
+start_nodes() {
+  local i
+  for ((i = 1; i <= NODES; i++)); do "${NODE_SH}" up "node-${i}" 9>&-; done
+}
+
+# Real nodes first: their containers, mounts and network namespaces live below the state dir, which goes next.
+stop_nodes() {
+  [[ ! -d "${STATE_DIR}/nodes" ]] || "${NODE_SH}" down 9>&-
 }
 
 cmd_down() {
   lock_state
+  stop_nodes
   stop_all
   rm -rf "${STATE_DIR}"
   log "stopped"
@@ -513,6 +593,11 @@ cmd_down() {
 cmd_status() {
   if [[ -d "${STATE_DIR}" ]] && all_alive && apiserver_ready; then
     echo "running: $(cat "${STATE_DIR}/apiserver.url")"
+    local n
+    for n in "${STATE_DIR}"/nodes/*/; do
+      [[ -d "${n}" ]] || continue
+      echo "node $(basename "${n}"): $("${NODE_SH}" status "$(basename "${n}")" 2>/dev/null | tr '\n' ' ')"
+    done
     print_export
   elif [[ -d "${STATE_DIR}" ]]; then
     echo "not running (stale state in ${STATE_DIR}; '$0 up' or '$0 down' cleans it)"
@@ -529,9 +614,10 @@ main() {
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;
-    stop-component) cmd_stop_component "${2:-}" ;;
-    start-component) cmd_start_component "${2:-}" ;;
-    *) echo "usage: $0 build|up|down|status|stop-component NAME|start-component NAME" >&2; exit 2 ;;
+    build-kubelet) cmd_build_kubelet ;;
+    stop-component) cmd_stop_component "${2:-}" "${3:-}" ;;
+    start-component) cmd_start_component "${2:-}" "${3:-}" ;;
+    *) echo "usage: $0 build|build-kubelet|up|down|status|stop-component NAME [NODE]|start-component NAME [NODE]" >&2; exit 2 ;;
   esac
 }
 
