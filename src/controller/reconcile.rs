@@ -25,6 +25,8 @@ use crate::runtime::telemetry::{ConfigLabels, seconds};
 
 pub const FINALIZER: &str = "neurondra.io/cleanup";
 
+/// One pass over one config. Its span names the config, so every line it logs does.
+#[tracing::instrument(name = "reconcile", skip_all, fields(config = %config.name_any()))]
 pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.synced().await;
     let started = Instant::now();
