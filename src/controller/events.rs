@@ -8,6 +8,7 @@ use super::act::operands::Report;
 use super::act::publish::publish;
 use crate::api::NeuronDRAConfigStatus;
 use crate::logic::health;
+use crate::logic::text::first_of;
 
 /// One Warning event per category of failure (`Forbidden`, `Conflict`, ...): see `grouped`.
 pub async fn failures(ctx: &Context, reference: &ObjectReference, failures: Vec<(&'static str, String)>) {
@@ -36,14 +37,6 @@ fn grouped(failures: Vec<(&'static str, String)>) -> Vec<(&'static str, String)>
 /// One Normal event per kind of change (`Created`, `Updated`, `Replaced`, `Deleted`), naming a bounded list.
 pub async fn changes(ctx: &Context, reference: &ObjectReference, report: &Report) {
     const SHOWN: usize = 8;
-    let summary = |items: &[String]| {
-        let more = items.len().saturating_sub(SHOWN);
-        let mut text = items.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
-        if more > 0 {
-            text.push_str(&format!(" and {more} more"));
-        }
-        text
-    };
     for (reason, items) in [
         ("Created", &report.created),
         ("Updated", &report.updated),
@@ -51,7 +44,15 @@ pub async fn changes(ctx: &Context, reference: &ObjectReference, report: &Report
         ("Deleted", &report.deleted),
     ] {
         if !items.is_empty() {
-            publish(ctx, reference, EventType::Normal, reason, "Apply", format!("{reason} {}", summary(items))).await;
+            publish(
+                ctx,
+                reference,
+                EventType::Normal,
+                reason,
+                "Apply",
+                format!("{reason} {}", first_of(items, SHOWN, ", ")),
+            )
+            .await;
         }
     }
 }
@@ -87,9 +88,7 @@ pub async fn health(
         before
     };
     let list = |items: Vec<&(String, String)>| {
-        let shown: Vec<String> = items.iter().take(10).map(|(node, device)| format!("{node}/{device}")).collect();
-        let more = items.len().saturating_sub(10);
-        if more > 0 { format!("{} and {more} more", shown.join(", ")) } else { shown.join(", ") }
+        first_of(items.iter().map(|(node, device)| format!("{node}/{device}")), 10, ", ")
     };
     let turned: Vec<_> = unhealthy.difference(&before).collect();
     if !turned.is_empty() {

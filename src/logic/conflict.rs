@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::logic::text::first_of;
+
 /// What one config needs, for comparing with others.
 #[derive(Debug, Clone)]
 pub struct Claimant {
@@ -36,22 +38,16 @@ impl Conflicts {
             names.collect::<BTreeSet<_>>().into_iter().map(String::as_str).collect::<Vec<_>>().join(", ")
         };
         if !self.nodes.is_empty() {
-            let shown: Vec<&str> = self.nodes.keys().take(SHOWN).map(String::as_str).collect();
-            let more = self.nodes.len().saturating_sub(SHOWN);
             parts.push(format!(
-                "nodes {}{} are already selected by {}; the plugin DaemonSet is not applied",
-                shown.join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() },
+                "nodes {} are already selected by {}; the plugin DaemonSet is not applied",
+                first_of(self.nodes.keys(), SHOWN, ", "),
                 winners(&mut self.nodes.values())
             ));
         }
         if !self.templates.is_empty() {
-            let shown: Vec<String> = self.templates.keys().take(SHOWN).map(|(ns, t)| format!("{ns}/{t}")).collect();
-            let more = self.templates.len().saturating_sub(SHOWN);
             parts.push(format!(
-                "templates {}{} already belong to {}; they are not applied",
-                shown.join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() },
+                "templates {} already belong to {}; they are not applied",
+                first_of(self.templates.keys().map(|(ns, t)| format!("{ns}/{t}")), SHOWN, ", "),
                 winners(&mut self.templates.values())
             ));
         }

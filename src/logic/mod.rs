@@ -9,4 +9,5 @@ pub mod nodes;
 pub mod remediation;
 pub mod rollout;
 pub mod status;
+pub mod text;
 pub mod validate;

@@ -20,6 +20,7 @@ use crate::controller::act::apply::{ApplyError, Outcome};
 use crate::controller::plan::{Mode, Plan};
 use crate::logic::nodes::NodeFilter;
 use crate::logic::remediation::{self, Decision};
+use crate::logic::text::first_of;
 
 /// Held-back nodes per config at the last reconcile, so an event marks a change, not every reconcile.
 #[derive(Default)]
@@ -177,13 +178,11 @@ async fn held_back_events(
     if new.is_empty() {
         return;
     }
-    let shown: Vec<&str> = new.iter().copied().take(10).collect();
-    let more = if new.len() > 10 { format!(" and {} more", new.len() - 10) } else { String::new() };
     let note = format!(
-        "{} nodes report a Neuron hardware problem but the budget of {} nodes is spent; held back: {}{more}",
+        "{} nodes report a Neuron hardware problem but the budget of {} nodes is spent; held back: {}",
         decision.remediate.len() + decision.held_back.len(),
         decision.budget,
-        shown.join(", ")
+        first_of(&new, 10, ", ")
     );
     publish(ctx, reference, EventType::Warning, "RemediationHeldBack", "Remediate", note).await;
 }

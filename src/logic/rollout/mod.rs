@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{NodeIssue, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
 use crate::logic::health::PLUGIN_NOT_READY;
+use crate::logic::text::first_of;
 
 /// Entries kept in `status.driver.versions` and in `failedNodes`.
 pub const MAX_VERSIONS: usize = 10;
@@ -258,14 +259,10 @@ fn time(seconds: i64) -> Time {
 
 /// The halt as one line for the DriverReady message: the nodes (the first 5) and what failed on each.
 pub fn halt_message(status: &RolloutStatus) -> String {
-    let shown: Vec<String> = status.failed_nodes.iter().take(5).map(|f| format!("{}: {}", f.node, f.message)).collect();
-    let more = status.failed_nodes.len().saturating_sub(shown.len());
-    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    let failed = first_of(status.failed_nodes.iter().map(|f| format!("{}: {}", f.node, f.message)), 5, "; ");
     format!(
-        "rollout to {} halted at step {}: {}{more}; the other nodes keep their version until the plugin template \
+        "rollout to {} halted at step {}: {failed}; the other nodes keep their version until the plugin template \
          changes (driver.image)",
-        status.version,
-        status.step,
-        shown.join("; ")
+        status.version, status.step,
     )
 }
