@@ -150,6 +150,10 @@ pub struct TaintRuleSummary {
     pub message: Option<String>,
 }
 
+/// A node's reason in `NodeIssue` (health) and in a halted rollout's `failedNodes`: its plugin pod is missing or not
+/// Ready.
+pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
+
 /// One node problem.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
-use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, TaintRuleSummary, UnhealthyDevice};
+use crate::api::{DeviceSummary, NeuronDRAConfigSpec, NodeIssue, PLUGIN_NOT_READY, TaintRuleSummary, UnhealthyDevice};
 use crate::cluster::taint_rule::{self, EFFECT_NONE, TaintRuleView};
 use crate::cluster::{
     ClaimView, DeviceView, LEGACY_DEVICE_PLUGIN_RESOURCES, NEURON_HEALTH, NodeView, PodView, SliceView,
@@ -21,7 +21,6 @@ pub const MAX_LISTED: usize = 50;
 pub const MISSING: &str = "Missing";
 
 pub const NO_RESOURCE_SLICE: &str = "NoResourceSlice";
-pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
 pub const LEGACY_DEVICE_PLUGIN: &str = "LegacyDevicePlugin";
 pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
 /// The EKS node monitoring agent's `AcceleratedHardwareReady=False`, as a node issue.

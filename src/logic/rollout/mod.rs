@@ -14,8 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{NodeIssue, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
-use crate::logic::health::PLUGIN_NOT_READY;
+use crate::api::{NodeIssue, PLUGIN_NOT_READY, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
 use crate::logic::text::first_of;
 
 /// Entries kept in `status.driver.versions` and in `failedNodes`.
