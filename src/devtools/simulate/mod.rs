@@ -167,7 +167,8 @@ pub async fn run(client: Client, command: SimulateCommand) -> anyhow::Result<()>
             }
         }
         SimulateCommand::Devices { instance_type, prefix, index } => {
-            println!("{}", serde_json::to_string(&devices::by_instance_type(instance_type.as_deref(), &prefix, index))?);
+            let devices = devices::by_instance_type(instance_type.as_deref(), &prefix, index);
+            println!("{}", serde_json::to_string(&devices)?);
         }
         SimulateCommand::Clear { prefix } => {
             let removed = clear(&client, prefix.as_deref()).await?;
