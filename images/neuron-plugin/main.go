@@ -84,8 +84,7 @@ func run(ctx context.Context) error {
 	healthPort := env("HEALTHCHECK_PORT", "51515")
 	klog.InfoS("starting", "driver", driverName, "node", nodeName, "tag", tag)
 
-	// Health first, so the liveness probe finds the port: NOT_SERVING until registered and published; a
-	// `-notready` tag stays there (the kubelet then restarts the container, as it would a wedged plugin).
+	// Health first, so the liveness probe finds the port: NOT_SERVING until registered and published.
 	healthServer := health.NewServer()
 	healthServer.SetServingStatus(livenessService, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthServer.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -98,10 +97,11 @@ func run(ctx context.Context) error {
 	go func() { _ = grpcServer.Serve(listener) }()
 	defer grpcServer.Stop()
 
+	// A `-notready` tag is a plugin that cannot start: it exits before registering, so the kubelet restarts it
+	// with back-off and the pod is never Ready (the DaemonSet renders no readiness probe, so a process that kept
+	// running with failing health would count as Ready until its liveness probe killed it).
 	if strings.HasSuffix(tag, notReadySuffix) {
-		klog.InfoS("image tag ends in -notready: never registering, health stays NOT_SERVING", "tag", tag)
-		<-ctx.Done()
-		return nil
+		return fmt.Errorf("image tag %s ends in %s: not starting", tag, notReadySuffix)
 	}
 
 	config, err := rest.InClusterConfig()
