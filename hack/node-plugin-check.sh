@@ -90,6 +90,7 @@ done
 kubectl -n "${DRIVER_NS}" wait --for=condition=Ready pod -l app.kubernetes.io/name=neuron-dra-driver --timeout=120s \
   >/dev/null || fail "plugin pod not Ready"
 log "plugin pod Ready in $((SECONDS - start))s"
+plugin_ready=${SECONDS}
 kubectl -n "${DRIVER_NS}" get pods -o wide
 
 for _ in $(seq 60); do
@@ -151,8 +152,20 @@ grep -q '^NEURON_RT_VISIBLE_CORES=' <<<"${env_}" || fail "no NEURON_RT_VISIBLE_C
 uid="$(kubectl -n "${NS}" get resourceclaim "${claim}" -o jsonpath='{.metadata.uid}')"
 spec="/var/run/cdi/neuron.aws.com-${uid}.json"
 [[ -f "${spec}" ]] || fail "no CDI spec ${spec}"
+log "CDI spec: $(jq -c . "${spec}")"
 kubectl -n "${NS}" delete pod trainer --wait=true --timeout=60s >/dev/null
 for _ in $(seq 30); do [[ -f "${spec}" ]] || break; sleep 1; done
 [[ ! -f "${spec}" ]] || fail "CDI spec ${spec} left after the pod went"
 log "CDI spec ${spec} removed with the pod"
+# The DaemonSet's liveness probe (gRPC, HEALTHCHECK_PORT, service `liveness`; 30 s delay, 3 failures 10 s apart):
+# past the point where it would have restarted the plugin, it must not have.
+wait_for=$((plugin_ready + 70 - SECONDS))
+if ((wait_for > 0)); then log "waiting ${wait_for}s for the liveness probe to have run"; sleep "${wait_for}"; fi
+plugin_pod="$(kubectl -n "${DRIVER_NS}" get pods -l app.kubernetes.io/name=neuron-dra-driver \
+  -o jsonpath='{.items[0].metadata.name}')"
+restarts="$(kubectl -n "${DRIVER_NS}" get pod "${plugin_pod}" -o jsonpath='{.status.containerStatuses[0].restartCount}')"
+unhealthy="$(kubectl -n "${DRIVER_NS}" get events -o name \
+  --field-selector "reason=Unhealthy,involvedObject.name=${plugin_pod}")"
+[[ "${restarts}" == 0 && -z "${unhealthy}" ]] || fail "liveness: ${restarts} restarts, events: ${unhealthy}"
+log "liveness probe passing: 0 restarts, no Unhealthy events after $((SECONDS - plugin_ready))s"
 log "OK in $((SECONDS - start))s"
