@@ -30,7 +30,7 @@ controlplane-status:
 # A real node (kubelet + containerd + runc + CNI) next to the control plane; see docs/local-node.md.
 NODE_SH ?= $(CONTROLPLANE_MK_DIR)node.sh
 
-.PHONY: node-build node-up node-down node-check node-images
+.PHONY: node-build node-up node-down node-check node-plugin-check node-images
 
 ## Build containerd and the kubelet of the control plane's release into ~/.cache (once per version).
 node-build:
@@ -48,6 +48,11 @@ node-down:
 node-check:
 	$(CONTROLPLANE_MK_DIR)node-check.sh
 
-## Build the local images (pause, busybox, the distroless stand-in) with buildah, without pulling.
+## Prove the stand-in Neuron kubelet plugin on node-1: the operator rolls it out, a pod runs on claimed devices.
+node-plugin-check:
+	$(CONTROLPLANE_MK_DIR)node-plugin-check.sh
+
+## Build the local images (pause, busybox, the distroless stand-in, the stand-in Neuron plugin) with buildah,
+## without pulling.
 node-images:
 	$(CONTROLPLANE_MK_DIR)images.sh build

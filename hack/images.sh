@@ -27,6 +27,9 @@ IMAGES=(
   "pause localhost/neuron-dra/pause:1 images/pause stage_pause"
   "busybox localhost/neuron-dra/busybox:1.35.0 images/busybox stage_busybox"
   "base-distroless-cc gcr.io/distroless/cc-debian12:nonroot images/distroless-cc stage_distroless_cc"
+  "neuron-plugin localhost/neuron-dra/neuron-dra-driver:1.1.0 images/neuron-plugin stage_neuron_plugin"
+  "neuron-plugin-notready localhost/neuron-dra/neuron-dra-driver:1.1.0-notready images/neuron-plugin stage_neuron_plugin"
+  "neuron-plugin-fewer localhost/neuron-dra/neuron-dra-driver:1.1.0-fewer images/neuron-plugin stage_neuron_plugin"
 )
 
 log() { echo "images: $*" >&2; }
@@ -81,6 +84,27 @@ stage_busybox() {
   for applet in $("${busybox}" --list); do
     [[ "${applet}" == busybox ]] || ln -s busybox "$1/bin/${applet}"
   done
+}
+
+# The stand-in Neuron kubelet plugin (docs/standin-plugin.md): its static binary from images/neuron-plugin (a module
+# pinned to the kubelet's k8s.io release, so it shares the kubelet's Go build cache), the devices the simulator
+# publishes per Trainium type from `neuron-dra-devtools simulate devices` (the one model, in Rust), and the tag of
+# the image being built (a tag ending in -notready or -fewer changes what the plugin does).
+stage_neuron_plugin() {
+  local ctx="$1" devtools="${REPO_ROOT}/target/debug/neuron-dra-devtools" kubeconfig
+  mkdir -p "${ctx}"
+  cp "${REPO_ROOT}/${RECIPE}/Containerfile" "${ctx}/"
+  (cd "${REPO_ROOT}/${RECIPE}" && env CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly \
+    go build -trimpath -ldflags "-s -w" -o "${ctx}/k8s-neuron-dra-driver" .)
+  (cd "${REPO_ROOT}" && cargo build --locked --quiet --features devtools --bin neuron-dra-devtools)
+  # The command reads no cluster, but the tool makes a client first: give it one that is never called.
+  kubeconfig="$(mktemp)"
+  printf '%s\n' 'apiVersion: v1' 'kind: Config' 'current-context: none' \
+    'clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]' \
+    'contexts: [{name: none, context: {cluster: none, user: none}}]' 'users: [{name: none, user: {}}]' >"${kubeconfig}"
+  KUBECONFIG="${kubeconfig}" "${devtools}" simulate devices >"${ctx}/devices.json"
+  rm -f "${kubeconfig}"
+  echo "${REF##*:}" >"${ctx}/tag"
 }
 
 # A stand-in for gcr.io/distroless/cc-debian12 from this Debian 12 host's own packages (see its Containerfile).

@@ -3,6 +3,7 @@
 //! on demand, and a stand-in kubelet that reports the pods the scheduler bound to simulated nodes as running (and
 //! confirms their deletion). Everything is idempotent (server-side apply).
 
+pub mod devices;
 pub mod fleet;
 mod kubelet;
 
@@ -76,6 +77,16 @@ pub enum SimulateCommand {
         /// tag ending in `-notready` never gets Ready, one ending in `-fewer` publishes a device fewer.
         #[arg(long)]
         plugin: bool,
+    },
+    /// Print, as JSON keyed by instance type, the Neuron devices node `P-I` publishes (every Trainium type by
+    /// default). Reads no cluster; the stand-in kubelet plugin's image is built from it.
+    Devices {
+        #[arg(long)]
+        instance_type: Option<String>,
+        #[arg(long, default_value = "node")]
+        prefix: String,
+        #[arg(long, default_value_t = 0)]
+        index: usize,
     },
     /// Remove every simulated node and slice (or those of one prefix).
     Clear {
@@ -154,6 +165,10 @@ pub async fn run(client: Client, command: SimulateCommand) -> anyhow::Result<()>
             } else {
                 kubelet_with(client, plugin).await?;
             }
+        }
+        SimulateCommand::Devices { instance_type, prefix, index } => {
+            let devices = devices::by_instance_type(instance_type.as_deref(), &prefix, index);
+            println!("{}", serde_json::to_string(&devices)?);
         }
         SimulateCommand::Clear { prefix } => {
             let removed = clear(&client, prefix.as_deref()).await?;
