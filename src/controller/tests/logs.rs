@@ -34,6 +34,9 @@ async fn every_line_a_pass_logs_names_its_config() {
     let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
     {
         let _default = tracing::subscriber::set_default(subscriber);
+        // Other tests' threads log with no subscriber; what they registered first would otherwise keep the span
+        // disabled here (tracing caches each callsite's interest across threads).
+        tracing::callsite::rebuild_interest_cache();
         fixture.reconcile(&c).await.unwrap();
     }
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
