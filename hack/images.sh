@@ -91,19 +91,13 @@ stage_busybox() {
 # publishes per Trainium type from `neuron-dra-devtools simulate devices` (the one model, in Rust), and the tag of
 # the image being built (a tag ending in -notready or -fewer changes what the plugin does).
 stage_neuron_plugin() {
-  local ctx="$1" devtools="${REPO_ROOT}/target/debug/neuron-dra-devtools" kubeconfig
+  local ctx="$1" devtools="${REPO_ROOT}/target/debug/neuron-dra-devtools"
   mkdir -p "${ctx}"
   cp "${REPO_ROOT}/${RECIPE}/Containerfile" "${ctx}/"
   (cd "${REPO_ROOT}/${RECIPE}" && env CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly \
     go build -trimpath -ldflags "-s -w" -o "${ctx}/k8s-neuron-dra-driver" .)
   (cd "${REPO_ROOT}" && cargo build --locked --quiet --features devtools --bin neuron-dra-devtools)
-  # The command reads no cluster, but the tool makes a client first: give it one that is never called.
-  kubeconfig="$(mktemp)"
-  printf '%s\n' 'apiVersion: v1' 'kind: Config' 'current-context: none' \
-    'clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]' \
-    'contexts: [{name: none, context: {cluster: none, user: none}}]' 'users: [{name: none, user: {}}]' >"${kubeconfig}"
-  KUBECONFIG="${kubeconfig}" "${devtools}" simulate devices >"${ctx}/devices.json"
-  rm -f "${kubeconfig}"
+  "${devtools}" simulate devices >"${ctx}/devices.json"
   echo "${REF##*:}" >"${ctx}/tag"
 }
 

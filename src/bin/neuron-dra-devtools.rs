@@ -32,6 +32,9 @@ enum Command {
 }
 
 fn run_simulate(command: simulate::SimulateCommand) -> anyhow::Result<()> {
+    if let simulate::SimulateCommand::Devices { instance_type, prefix, index } = &command {
+        return simulate::print_devices(instance_type.as_deref(), prefix, *index);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let client = kube::Client::try_default().await?;

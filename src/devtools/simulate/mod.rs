@@ -133,6 +133,13 @@ impl TaintEffect {
     }
 }
 
+/// `simulate devices`: reads no cluster, so it runs without one.
+pub fn print_devices(instance_type: Option<&str>, prefix: &str, index: usize) -> anyhow::Result<()> {
+    let devices = devices::by_instance_type(instance_type, prefix, index);
+    println!("{}", serde_json::to_string(&devices)?);
+    Ok(())
+}
+
 pub async fn run(client: Client, command: SimulateCommand) -> anyhow::Result<()> {
     match command {
         SimulateCommand::Fleet {
@@ -167,8 +174,7 @@ pub async fn run(client: Client, command: SimulateCommand) -> anyhow::Result<()>
             }
         }
         SimulateCommand::Devices { instance_type, prefix, index } => {
-            let devices = devices::by_instance_type(instance_type.as_deref(), &prefix, index);
-            println!("{}", serde_json::to_string(&devices)?);
+            print_devices(instance_type.as_deref(), &prefix, index)?
         }
         SimulateCommand::Clear { prefix } => {
             let removed = clear(&client, prefix.as_deref()).await?;
