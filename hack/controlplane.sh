@@ -19,6 +19,8 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/ports.sh
+source "${REPO_ROOT}/hack/lib/ports.sh"
 STATE_DIR="${REPO_ROOT}/target/controlplane"
 NODE_SH="${REPO_ROOT}/hack/node.sh"
 # How many real nodes `up` starts (node-1..node-N); 0, the default, keeps the control plane node-less.
@@ -305,25 +307,6 @@ cmd_start_component() {
   log "$1 started"
 }
 
-free_ports() {
-  # Below the kernel's ephemeral range, so no outgoing connection takes one
-  # between this check and the server's bind (or while a server restarts on
-  # its port in the outage tests); all bound at once so they are distinct.
-  python3 - "$1" <<'EOF'
-import random, socket, sys
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-socks = []
-while len(socks) < int(sys.argv[1]):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", random.randrange(10000, low) if low > 11000 else 0))
-        socks.append(s)
-    except OSError:
-        s.close()
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
-
 # ---------------------------------------------------------------------------
 # certificates
 # ---------------------------------------------------------------------------
@@ -452,7 +435,7 @@ cmd_up() {
 
   gen_pki
   local pki="${STATE_DIR}/pki" etcd_port etcd_peer_port api_port kcm_port sched_port
-  read -r etcd_port etcd_peer_port api_port kcm_port sched_port <<<"$(free_ports 5)"
+  read -r etcd_port etcd_peer_port api_port kcm_port sched_port <<<"$(free_ports 5 127.0.0.1)"
   echo "https://127.0.0.1:${api_port}" >"${STATE_DIR}/apiserver.url"
   write_kubeconfig "${STATE_DIR}/kube-controller-manager.kubeconfig" kube-controller-manager
   write_kubeconfig "${STATE_DIR}/kube-scheduler.kubeconfig" kube-scheduler

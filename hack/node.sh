@@ -21,6 +21,8 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/ports.sh
+source "${REPO_ROOT}/hack/lib/ports.sh"
 CP_STATE="${REPO_ROOT}/target/controlplane"
 CONTROLPLANE_SH="${REPO_ROOT}/hack/controlplane.sh"
 CONTAINERD_MODULE="${REPO_ROOT}/tests/node/containerd"
@@ -502,7 +504,7 @@ cmd_up() {
   grant_apiserver_kubelet_access
 
   local node_ip="${NODE_IP:-$(default_node_ip)}" kubelet_port healthz_port
-  read -r kubelet_port healthz_port <<<"$(free_ports 2)"
+  read -r kubelet_port healthz_port <<<"$(free_ports 2 0.0.0.0)"
   echo "${healthz_port}" >"${NODE_STATE}/healthz.port"
   write_configs "${node_ip}" "${kubelet_port}" "${healthz_port}"
   make_cgroup_root
@@ -538,21 +540,6 @@ lock_node() {
   flock 7
 }
 
-free_ports() {
-  python3 - "$1" <<'EOF'
-import random, socket, sys
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-socks = []
-while len(socks) < int(sys.argv[1]):
-    s = socket.socket()
-    try:
-        s.bind(("0.0.0.0", random.randrange(10000, low) if low > 11000 else 0))
-        socks.append(s)
-    except OSError:
-        s.close()
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
 
 # Mount points at or below $1, deepest first (from /proc/self/mountinfo, whose octal escapes are decoded).
 mounts_under() {
