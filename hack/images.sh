@@ -21,13 +21,17 @@ CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/images"
 #                                 cargo has built: "operator example.com/neuron-dra-operator:dev images/operator
 #                                 stage_files target/release/neuron-dra-operator"
 #   stage_pause / stage_busybox   below
+# The operator's reference is the one config/manager/kustomization.yaml names (tests/node.rs checks), so the chart
+# and `kubectl apply -k config/default` run it unchanged.
 # distroless-cc stands in for the base image of the repository's Dockerfile (see images/distroless-cc) and is only
 # kept in buildah's storage: import skips images whose name starts with "base-".
 IMAGES=(
   "pause localhost/neuron-dra/pause:1 images/pause stage_pause"
   "busybox localhost/neuron-dra/busybox:1.35.0 images/busybox stage_busybox"
   "base-distroless-cc gcr.io/distroless/cc-debian12:nonroot images/distroless-cc stage_distroless_cc"
+  "operator ghcr.io/neurondra/neuron-dra-operator:0.1.0 . stage_operator"
   "neuron-plugin localhost/neuron-dra/neuron-dra-driver:1.1.0 images/neuron-plugin stage_neuron_plugin"
+  "neuron-plugin-next localhost/neuron-dra/neuron-dra-driver:1.2.0 images/neuron-plugin stage_neuron_plugin"
   "neuron-plugin-notready localhost/neuron-dra/neuron-dra-driver:1.1.0-notready images/neuron-plugin stage_neuron_plugin"
   "neuron-plugin-fewer localhost/neuron-dra/neuron-dra-driver:1.1.0-fewer images/neuron-plugin stage_neuron_plugin"
 )
@@ -101,6 +105,17 @@ stage_neuron_plugin() {
   echo "${REF##*:}" >"${ctx}/tag"
 }
 
+# The operator image from the repository's own Dockerfile, through its `prebuilt` stage: the binary cargo builds for
+# the tests (a debug build, stripped of its debug info; a release build would cost minutes for nothing the tests
+# see). A context file `build-args` holds the Dockerfile's build arguments, one NAME=VALUE per line.
+stage_operator() {
+  local ctx="$1"
+  (cd "${REPO_ROOT}" && cargo build --locked --quiet --bin neuron-dra-operator)
+  cp "${REPO_ROOT}/Dockerfile" "${ctx}/"
+  strip --strip-debug -o "${ctx}/neuron-dra-operator" "${REPO_ROOT}/target/debug/neuron-dra-operator"
+  echo "BINARY=prebuilt" >"${ctx}/build-args"
+}
+
 # A stand-in for gcr.io/distroless/cc-debian12 from this Debian 12 host's own packages (see its Containerfile).
 stage_distroless_cc() {
   local ctx="$1" pkg f
@@ -162,15 +177,20 @@ build_one() {
     file=""
     for f in Dockerfile Containerfile; do [[ ! -f "${ctx}/${f}" ]] || file="${f}"; done
     [[ -n "${file}" ]] || die "${NAME}: no Containerfile or Dockerfile in ${RECIPE}"
+    local build_args=() arg
+    if [[ -f "${ctx}/build-args" ]]; then
+      while read -r arg; do build_args+=(--build-arg "${arg}"); done <"${ctx}/build-args"
+    fi
     log "building ${NAME} (${REF})"
     # --timestamp 0 and no history: the same inputs give the same image digest. --pull=never: FROM names an
     # image built earlier into this storage (or scratch), never a registry.
     buildah_ bud --quiet --pull=never --layers=false --timestamp 0 --omit-history \
-      -f "${ctx}/${file}" -t "${REF}" "${ctx}" >/dev/null
+      "${build_args[@]}" -f "${ctx}/${file}" -t "${REF}" "${ctx}" >/dev/null
     buildah_ push --quiet "${REF}" "oci-archive:${archive}.tmp:${REF}"
     mv -f "${archive}.tmp" "${archive}"
-    # Older archives of this image are no longer needed.
-    find "${CACHE_DIR}/archives" -name "${NAME}-*.tar" ! -name "${NAME}-${hash}.tar" -delete
+    # Older archives of this image are no longer needed (exactly NAME-<hash>: neuron-plugin's pattern must not
+    # match neuron-plugin-fewer's archives).
+    find "${CACHE_DIR}/archives" -name "${NAME}-????????????????.tar" ! -name "${NAME}-${hash}.tar" -delete
   fi
   rm -rf "${ctx}"
   echo "${archive}"

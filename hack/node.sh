@@ -125,6 +125,7 @@ check_host() {
   command -v runc >/dev/null || missing+=(runc)
   for f in bridge host-local loopback; do [[ -x "/usr/lib/cni/${f}" ]] || missing+=(containernetworking-plugins); done
   command -v ip >/dev/null || missing+=(iproute2)
+  command -v iptables >/dev/null || missing+=(iptables)
   ((${#missing[@]} == 0)) || die "missing: apt-get install -y $(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')"
 }
 
@@ -263,7 +264,7 @@ EOF
   chmod 600 "${NODE_STATE}/kubelet.kubeconfig"
 
   # One bridge per node with a /24 of 10.244.0.0/16 (outside the service range 10.0.0.0/24). No masquerading: pods
-  # need no way out, so no iptables rules are left on the host. host-local keeps its leases in the state dir.
+  # need no way out but to the API server (route_kubernetes_service). host-local keeps its leases in the state dir.
   cat >"${NODE_STATE}/cni/net.d/10-${CNI_NETWORK}.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -442,6 +443,45 @@ unbind_host_plugin_dirs() {
 }
 
 # ---------------------------------------------------------------------------
+# the API server's Service: what kube-proxy would do for it, and nothing else
+# ---------------------------------------------------------------------------
+
+# Pods find the API server as every in-cluster client does: KUBERNETES_SERVICE_HOST/PORT, which the kubelet sets to
+# the `kubernetes` Service's cluster IP (10.0.0.1:443). There is no kube-proxy here, and the API server listens on
+# 127.0.0.1 only, so one NAT rule stands in for kube-proxy's rule for that one Service: traffic to the cluster IP is
+# sent to the API server's loopback port, from pods (PREROUTING, arriving on the node's bridge, which must be allowed
+# to route to 127.0.0.0/8: route_localnet, as kube-proxy sets for node ports on localhost) and from host-network
+# pods such as the Neuron plugin (OUTPUT). The rules live in a chain of our own, removed with the last node.
+SERVICE_CHAIN="NDRA-KUBERNETES"
+
+route_kubernetes_service() {
+  local cluster_ip api_port hook
+  cluster_ip="$(kubectl_admin -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')"
+  api_port="$(sed -E 's/.*:([0-9]+)$/\1/' "${CP_STATE}/apiserver.url")"
+  [[ -n "${cluster_ip}" && "${api_port}" =~ ^[0-9]+$ ]] || die "cannot read the kubernetes Service or the API port"
+  iptables -t nat -N "${SERVICE_CHAIN}" 2>/dev/null || iptables -t nat -F "${SERVICE_CHAIN}"
+  iptables -t nat -A "${SERVICE_CHAIN}" -d "${cluster_ip}/32" -p tcp --dport 443 \
+    -j DNAT --to-destination "127.0.0.1:${api_port}"
+  for hook in PREROUTING OUTPUT; do
+    iptables -t nat -C "${hook}" -j "${SERVICE_CHAIN}" 2>/dev/null || iptables -t nat -A "${hook}" -j "${SERVICE_CHAIN}"
+  done
+  # The bridge is made here rather than by the CNI plugin at the first pod (it takes an existing one), so that
+  # route_localnet is set before any pod uses it.
+  ip link show "${BRIDGE}" >/dev/null 2>&1 || ip link add "${BRIDGE}" type bridge
+  ip link set "${BRIDGE}" up
+  sysctl -qw "net.ipv4.conf.${BRIDGE}.route_localnet=1"
+}
+
+unroute_kubernetes_service() {
+  local hook
+  for hook in PREROUTING OUTPUT; do
+    while iptables -t nat -D "${hook}" -j "${SERVICE_CHAIN}" 2>/dev/null; do :; done
+  done
+  iptables -t nat -F "${SERVICE_CHAIN}" 2>/dev/null || true
+  iptables -t nat -X "${SERVICE_CHAIN}" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------------------
 # up / down / status
 # ---------------------------------------------------------------------------
 
@@ -485,6 +525,7 @@ cmd_up() {
   lock_node
   if live_pid kubelet >/dev/null && live_pid containerd >/dev/null && node_ready; then
     log "${NODE_NAME} is already running, reusing it"
+    route_kubernetes_service
     return 0
   fi
   if [[ -d "${NODE_STATE}" ]]; then
@@ -509,6 +550,7 @@ cmd_up() {
   write_configs "${node_ip}" "${kubelet_port}" "${healthz_port}"
   make_cgroup_root
   bind_host_plugin_dirs
+  route_kubernetes_service
 
   start containerd "${CONTAINERD_BIN}/containerd" --config "${NODE_STATE}/containerd/config.toml"
   WAIT_COMPONENT=containerd wait_until "containerd" containerd_ready
@@ -622,6 +664,7 @@ cmd_down() {
   rmdir "${CP_STATE}/nodes" "${CP_STATE}" 2>/dev/null || true
   # The kubelet's device manager listens on /var/lib/kubelet/device-plugins/kubelet.sock whatever its root dir (so
   # local nodes share that path; nothing here uses device plugins). Removed once no kubelet is left on the host.
+  if [[ ! -d "${CP_STATE}/nodes" ]]; then unroute_kubernetes_service; fi
   if [[ ! -d "${CP_STATE}/nodes" ]] && ! pgrep -x kubelet >/dev/null; then
     rm -f /var/lib/kubelet/device-plugins/kubelet.sock
     rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true

@@ -179,6 +179,16 @@ fn container(config: &ValidatedConfig) -> Container {
             failure_threshold: Some(3),
             ..Probe::default()
         }),
+        // AWS's chart has no readiness probe, so a plugin container counts as Ready the moment it starts, even one
+        // that exits before it registers; a stepped rollout would pass such a version on that instant. The same
+        // health service answers SERVING only once the plugin has registered with the kubelet and publishes.
+        readiness_probe: Some(Probe {
+            grpc: Some(GRPCAction { port: HEALTHCHECK_PORT, service: Some("liveness".into()) }),
+            period_seconds: Some(5),
+            timeout_seconds: Some(5),
+            failure_threshold: Some(1),
+            ..Probe::default()
+        }),
         volume_mounts: Some(
             HOST_PATHS
                 .iter()

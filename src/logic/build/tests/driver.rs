@@ -37,6 +37,11 @@ fn daemon_set_has_every_chart_default() {
         json!({"grpc": {"port": 51515, "service": "liveness"}, "initialDelaySeconds": 30, "periodSeconds": 10,
                "timeoutSeconds": 5, "failureThreshold": 3})
     );
+    assert_eq!(
+        container["readinessProbe"],
+        json!({"grpc": {"port": 51515, "service": "liveness"}, "periodSeconds": 5, "timeoutSeconds": 5,
+               "failureThreshold": 1})
+    );
     let env = &container["env"];
     assert_eq!(env[0], json!({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}));
     assert_eq!(env[1], json!({"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}));
