@@ -5,7 +5,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/target/controlplane/kubeconfig
 
 include hack/controlplane.mk
 
-.PHONY: build release lint test unit-test crds bench demo demo-down tools
+.PHONY: build release lint test test-node unit-test crds bench demo demo-down tools
 
 ## The main job on one machine: control plane, simulated fleet, operator, the mixed sample, one faulty device.
 demo:
@@ -75,6 +75,10 @@ unit-test:
 KUBE_OLDEST := v1.34.4
 KUBE_NEWEST := v1.37.2
 NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions --test remediation
+## The tests that run containers on the real node (ignored by a plain `cargo test`): all of them on the oldest
+## release, the kubelet's side (plugin, pods, rollout, remediation) on the newest.
+NODE_TESTS := --test real_node --test real_node_install
+NODE_TESTS_NEWEST := --test real_node
 
 ## Everything: lint, then unit and integration tests against a real local control plane of each end of the
 ## supported range, stopped again even when a test fails. Helm, promtool, the bundle validator and both control
@@ -84,13 +88,24 @@ test: lint
 	hack/tools.sh build
 	KUBE_VERSION=$(KUBE_OLDEST) $(CONTROLPLANE_SH) build
 	KUBE_VERSION=$(KUBE_NEWEST) $(CONTROLPLANE_SH) build
+	KUBE_VERSION=$(KUBE_OLDEST) $(NODE_SH) build
+	KUBE_VERSION=$(KUBE_NEWEST) $(NODE_SH) build kubelet
+	hack/images.sh build
 	KUBE_VERSION=$(KUBE_OLDEST) $(CONTROLPLANE_SH) up
 	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast -- --test-threads=4 || status=$$?; \
+	$(MAKE) --no-print-directory test-node NODE_TESTS="$(NODE_TESTS)" || status=$$?; \
 	$(CONTROLPLANE_SH) down; [ $$status = 0 ] || exit $$status
 	KUBE_VERSION=$(KUBE_NEWEST) $(CONTROLPLANE_SH) up
 	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NEWEST_TESTS) -- --test-threads=4 \
 	  || status=$$?; \
+	$(MAKE) --no-print-directory test-node NODE_TESTS="$(NODE_TESTS_NEWEST)" || status=$$?; \
 	$(CONTROLPLANE_SH) down; exit $$status
+
+## The real-node tests against the running control plane: starts node-1 (or reuses it), then runs them one at a time
+## (one node serves them all). docs/local-node.md.
+test-node:
+	$(NODE_SH) up
+	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored --test-threads=1
 
 ## Benchmarks on a fresh local control plane; prints one table (see README "Benchmarks").
 bench:

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# `make demo`: the operator's main job on one machine. Starts the local control plane (building it the first time),
-# simulates a small mixed Trainium fleet, runs the operator under its shipped RBAC, applies the mixed sample, breaks
-# one device, and shows what a platform engineer would look at. Leaves everything running; `make demo-down` stops it.
+# `make demo`: the operator's main job on one machine. Starts the local control plane with one real node (kubelet,
+# containerd, runc; building them the first time), simulates a small mixed Trainium fleet beside it, runs the
+# operator under its shipped RBAC, applies the mixed sample, breaks one device, shows what a platform engineer would
+# look at, and runs a pod on the real node with the devices the scheduler allocated to it. Leaves everything
+# running; `make demo-down` stops it.
 #
-#   hack/demo.sh        run the demo (safe to run again)
-#   hack/demo.sh down   stop the operator, the simulated kubelet and the control plane
+#   hack/demo.sh        run the demo (safe to run again; DEMO_NODES=0: no real node, the simulated fleet only)
+#   hack/demo.sh down   stop the operator, the simulated kubelet, the node and the control plane
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,6 +18,8 @@ DEVTOOLS="${ROOT}/target/${PROFILE}/neuron-dra-devtools"
 export KUBECONFIG="${ROOT}/target/controlplane/kubeconfig"
 CONFIG=trainium
 FAULTY_NODE=demo-trn2-1
+NODES="${DEMO_NODES:-1}"
+REAL_NODE="node-1"
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -40,8 +44,8 @@ stop_demo_processes
 say "Building the operator and its dev tools (cargo build --profile ${PROFILE})"
 (cd "${ROOT}" && cargo build --profile "${PROFILE/debug/dev}" --locked --quiet --features devtools)
 
-say "Starting the local control plane (the first run builds Kubernetes from Go modules: about 8 minutes)"
-"${ROOT}/hack/controlplane.sh" up
+say "Starting the local control plane and ${NODES} real node(s) (the first run builds Kubernetes, containerd and the images)"
+NODES="${NODES}" "${ROOT}/hack/controlplane.sh" up
 
 say "Installing the CRD and the operator's RBAC"
 kubectl apply --server-side -f "${ROOT}/crds/neurondra.io_neurondraconfigs.yaml" >/dev/null
@@ -95,6 +99,13 @@ for ns in team-a team-b ml-research; do
 done
 kubectl label namespace ml-research neurondra.io/templates=enabled --overwrite >/dev/null
 kubectl apply -f "${ROOT}/samples/mixed.yaml"
+if ((NODES > 0)); then
+  # No registry is reachable here: the real node runs the stand-in plugin (docs/standin-plugin.md), built and
+  # imported by hack/node.sh; the simulated nodes' kubelet plays whatever image the DaemonSet names.
+  plugin="$("${ROOT}/hack/images.sh" ref neuron-plugin)"
+  echo "driver.image -> ${plugin} (the stand-in plugin; AWS's image cannot be pulled here)"
+  kubectl patch "ndc/${CONFIG}" --type merge -p "{\"spec\":{\"driver\":{\"image\":\"${plugin}\"}}}" >/dev/null
+fi
 kubectl wait --for=condition=Ready "ndc/${CONFIG}" --timeout=180s
 
 say "Injecting a fault: a NoExecute taint on one device of ${FAULTY_NODE}"
@@ -156,6 +167,33 @@ for r in claim["status"]["allocation"]["devices"]["results"]:
 for c in claim["status"]["allocation"]["devices"].get("config", []):
     print("config:", json.dumps(c["opaque"]["parameters"]))
 PY
+
+if ((NODES > 0)); then
+  say "The same on the real node ${REAL_NODE}: a pod on chat-128k (8 devices, LNC 1), in a container"
+  kubectl delete pod -n team-b chat-0 --ignore-not-found --wait=true >/dev/null
+  kubectl apply -f - <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: chat-0, namespace: team-b}
+spec:
+  nodeSelector: {kubernetes.io/hostname: ${REAL_NODE}}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: $("${ROOT}/hack/images.sh" ref busybox)
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "ls /dev | grep ^neuron; env | grep ^NEURON_ | sort; exec sleep 3600"]
+    resources: {claims: [{name: neurons}]}
+  resourceClaims:
+  - {name: neurons, resourceClaimTemplateName: chat-128k}
+EOF
+  kubectl wait -n team-b --for=condition=Ready pod/chat-0 --timeout=120s >/dev/null
+  claim="$(kubectl get pod -n team-b chat-0 -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')"
+  echo "pod team-b/chat-0 Running on ${REAL_NODE}, claim ${claim}"
+  paste <(echo "allocated (claim)"; kubectl get resourceclaim -n team-b "${claim}" \
+      -o jsonpath='{range .status.allocation.devices.results[*]}{.device}{"\n"}{end}' | sort -V) \
+    <(echo "seen in the container (kubectl logs)"; kubectl logs -n team-b chat-0) | column -t -s $'\t'
+fi
 
 say "Done. The control plane, the operator and the simulated kubelet keep running:"
 echo "export KUBECONFIG=${KUBECONFIG}"

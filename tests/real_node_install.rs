@@ -1,0 +1,153 @@
+//! The operator as users run it: a Pod on the real node, from the image `hack/images.sh` builds with the
+//! repository's own Dockerfile, installed by the Helm chart and then by `kubectl apply -k config/default`, under the
+//! `restricted` Pod Security Standard. It becomes Ready through its real probes (the kubelet calls them), reaches
+//! the API server through the in-cluster configuration, reconciles a config, and serves HTTPS `/metrics` on its pod
+//! IP only to a token allowed to read it.
+
+mod support {
+    pub mod cluster;
+    pub mod docs;
+    pub mod node;
+    pub mod scenario;
+    pub mod tools;
+}
+
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+use support::cluster::{self, eventually, https_get, kubectl, kubectl_with, metrics_reader_token, repo};
+use support::scenario::Scenario;
+use support::{docs, node, tools};
+
+const IMAGE_REPOSITORY: &str = "ghcr.io/neurondra/neuron-dra-operator";
+/// The operator's pods, in the chart and in config/manager (each test namespace holds one installation).
+const SELECTOR: &str = "app.kubernetes.io/name=neuron-dra-operator";
+/// Pulling the image would fail here (no registry is reachable): IfNotPresent must find the one built here.
+const STARTUP: Duration = Duration::from_secs(150);
+
+/// The image reference kustomize installs is the one `hack/images.sh` builds and imports into the node.
+#[test]
+fn the_image_built_here_is_the_one_every_install_path_names() {
+    let kustomization = std::fs::read_to_string(repo("config/manager/kustomization.yaml")).unwrap();
+    let field =
+        |key: &str| kustomization.lines().find_map(|l| l.trim().strip_prefix(key)).map(str::trim).unwrap().to_string();
+    let kustomized = format!("{}:{}", field("newName:"), field("newTag:"));
+    assert_eq!(node::image("operator"), kustomized);
+    assert_eq!(field("newName:"), IMAGE_REPOSITORY);
+}
+
+/// The operator pods with `selector` in `namespace` once `replicas` of them are Ready; their IPs.
+async fn ready_pods(s: &Scenario, namespace: &str, selector: &str, replicas: usize) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
+    let waited = tokio::time::timeout(STARTUP, async {
+        loop {
+            let list = pods.list(&ListParams::default().labels(selector)).await.unwrap().items;
+            let ready: Vec<String> = list
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| {
+                    let conditions = p.status.as_ref().and_then(|st| st.conditions.as_ref());
+                    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                })
+                .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+                .collect();
+            if ready.len() == replicas {
+                return ready;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+    .await;
+    waited
+        .unwrap_or_else(|_| panic!("{replicas} Ready operator pods in {namespace}:\n{}", node::describe(&[namespace])))
+}
+
+/// Everything about one running installation: on the node, non-root, restricted, probes and metrics.
+async fn check_installation(s: &Scenario, namespace: &str, selector: &str, replicas: usize) {
+    let ips = ready_pods(s, namespace, selector, replicas).await;
+    let node = node::name(&s.client).await;
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
+    for pod in pods.list(&ListParams::default().labels(selector)).await.unwrap().items {
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some(node.as_str()));
+        let container = &spec.containers[0];
+        assert!(container.image.as_deref().unwrap().starts_with(IMAGE_REPOSITORY), "{:?}", container.image);
+        assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
+        let status = pod.status.unwrap();
+        let restarts: i32 = status.container_statuses.unwrap().iter().map(|c| c.restart_count).sum();
+        assert_eq!(restarts, 0, "the operator restarted: {}", kubectl(&["logs", "-n", namespace, "-l", selector]));
+    }
+    let labels = kubectl(&["get", "namespace", namespace, "-o", "jsonpath={.metadata.labels}"]);
+    let labels: Value = serde_json::from_str(&labels).unwrap();
+    assert_eq!(labels["pod-security.kubernetes.io/enforce"], "restricted");
+
+    // HTTPS /metrics on each pod IP: 401 without a token, 403 with a token that may not read it, 200 with one that
+    // may (a ServiceAccount bound to the shipped metrics-reader ClusterRole).
+    let nobody = unprivileged_token(namespace);
+    for ip in &ips {
+        let url = format!("https://{ip}:8443/metrics");
+        let (code, _) = https_get(&url, None).unwrap_or_else(|| panic!("nothing answers on {url}"));
+        assert_eq!(code, 401, "{url} without a token");
+        assert_eq!(https_get(&url, Some(&nobody)).unwrap().0, 403, "{url} with a token that may not read it");
+        let (code, body) = https_get(&url, Some(&metrics_reader_token())).unwrap();
+        assert_eq!(code, 200, "{url}: {body}");
+        assert!(body.contains("neuron_dra_"), "{body}");
+    }
+
+    // The operator in the pod does its job: a config reconciled to Ready.
+    let work = s.namespace("work", &[]).await;
+    let spec = json!({"templates": {"namespaces": [work]}, "profiles": [{"name": "one", "training": {"devices": 1}}]});
+    let mut config = s.config(&s.id, spec);
+    config["metadata"]["labels"] = json!({});
+    s.apply(&config).await.unwrap();
+    s.wait_ready(&s.id).await;
+    s.delete_config(&s.id).await;
+    eventually(Duration::from_secs(60), "the config deleted by the operator in the pod", || async {
+        s.configs().get_opt(&s.id).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// A token of a ServiceAccount bound to nothing.
+fn unprivileged_token(namespace: &str) -> String {
+    let _ = kubectl_with(&cluster::kubeconfig(), &["create", "serviceaccount", "-n", namespace, "nobody"], None);
+    cluster::token(namespace, "nobody", &[])
+}
+
+fn helm(args: &[&str]) -> String {
+    let out = Command::new(tools::tool("helm"))
+        .args(args)
+        .env("KUBECONFIG", cluster::kubeconfig())
+        .current_dir(repo(""))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "helm {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real node: make test-node"]
+async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_restricted_pod_security() {
+    let s = Scenario::new("node-install").await;
+    node::name(&s.client).await;
+    cluster::install();
+
+    // Helm, as docs/install.md says, into a namespace of this test that enforces `restricted`.
+    let release = s.id.clone();
+    let namespace = s.namespace("helm", &[("pod-security.kubernetes.io/enforce", "restricted")]).await;
+    let mut args = docs::helm_args(docs::HELM_INSTALL, &release, &namespace);
+    args.extend(["--wait", "--timeout", "150s"].map(String::from));
+    helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    check_installation(&s, &namespace, SELECTOR, 2).await;
+    helm(&["uninstall", &release, "-n", &namespace, "--wait", "--timeout", "60s"]);
+
+    // kustomize: the documented `kubectl apply -k config/default` (its namespace enforces `restricted` itself).
+    kubectl(&["apply", "-k", repo("config/default").to_str().unwrap()]);
+    let system = cluster::OPERATOR_NAMESPACE;
+    check_installation(&s, system, SELECTOR, 2).await;
+    // Only the Deployment goes: the CRD, RBAC and namespace stay for the other tests, as cluster::install leaves them.
+    kubectl(&["delete", "deployment", "-n", system, "-l", SELECTOR, "--wait=true"]);
+}
