@@ -58,10 +58,6 @@ kubectl create namespace "${NS}" --dry-run=client -o yaml | kubectl apply -f - >
 # A slice left by an earlier plugin (slices outlive their plugin; the Node owns them) must not pass for this one's.
 kubectl delete resourceslices --field-selector "spec.nodeName=${NODE},spec.driver=neuron.aws.com" >/dev/null
 
-# The API server listens on 127.0.0.1 only and there is no kube-proxy: the plugin (host network) is told where it
-# is, through the config's env, which the operator adds to its DaemonSet.
-api="$(cat "${STATE}/apiserver.url")"
-api_port="${api##*:}"
 start=${SECONDS}
 kubectl apply -f - >/dev/null <<EOF
 apiVersion: neurondra.io/v1alpha1
@@ -73,9 +69,6 @@ spec:
   driver:
     image: ${IMAGE}
     imagePullPolicy: IfNotPresent
-    env:
-    - {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}
-    - {name: KUBERNETES_SERVICE_PORT, value: "${api_port}"}
   templates:
     namespaces: [${NS}]
   profiles:
