@@ -67,7 +67,7 @@ pub async fn drive(
         policy,
         nodes: &nodes,
         target: &target,
-        slice_version: crate::logic::health::image_version(image),
+        slice_version: crate::logic::image::semver(image),
         previous,
         now: crate::logic::status::now().as_second(),
         acting: plan.mode == Mode::Normal,
