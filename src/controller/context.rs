@@ -23,14 +23,14 @@ pub struct Context {
     pub capabilities: super::capabilities::Capabilities,
     /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
     pub taint_rules: Option<kube::core::ApiResource>,
-    /// What remediation remembers between reconciles.
-    pub(super) remediation: super::act::taint_rules::Memory,
     /// Consecutive failures per config, for exponential backoff.
     pub(super) failures: Mutex<HashMap<String, u32>>,
     /// Configs reported as unparseable, with the error: reported once, not on every event.
     pub(super) unparseable: Mutex<HashMap<String, String>>,
     /// Unhealthy devices per config at the last reconcile, so events mark changes, not every reconcile.
     pub(super) unhealthy_seen: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
+    /// Nodes held back by the remediation budget per config at the last reconcile, likewise.
+    pub(super) held_back_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// Claims on unhealthy devices per config at the last reconcile, likewise.
     pub(super) in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// True once every cache has listed once (see `Context::synced`).
@@ -65,7 +65,7 @@ impl Context {
         self.unparseable.lock().expect("not poisoned").remove(&name);
         self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
         self.in_use_seen.lock().expect("not poisoned").remove(&name);
-        self.remediation.forget(&name);
+        self.held_back_seen.lock().expect("not poisoned").remove(&name);
         self.applier.expectations.forget(&super::reconcile::config_key(&name));
         if let Some(uid) = config.metadata.uid.as_deref() {
             self.stores.validations.forget(uid);

@@ -188,10 +188,10 @@ pub async fn run_controller(
         metrics,
         capabilities: Default::default(),
         taint_rules: taint_rule_resource,
-        remediation: Default::default(),
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),
+        held_back_seen: Mutex::default(),
         in_use_seen: Mutex::default(),
         synced: synced_rx,
     });
@@ -241,10 +241,17 @@ pub async fn run_controller(
         .await;
 }
 
+/// Serves every series of the reconcile's error counter at 0 from the start (see `Error::METRIC_LABELS`).
+pub fn count_errors_from_zero(metrics: &Metrics) {
+    for category in Error::METRIC_LABELS {
+        let _ = metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() });
+    }
+}
+
 /// Transient errors retry with per-config exponential backoff (1 s doubling to 5 min).
 fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) -> Action {
     let name = config.name_any();
-    let category = error.category();
+    let category = error.metric_label();
     let categories: std::collections::BTreeSet<&str> = error.failures().into_iter().map(|(c, _)| c).collect();
     for category in categories {
         ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();

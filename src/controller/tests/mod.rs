@@ -207,7 +207,7 @@ async fn a_failed_status_write_is_retried() {
     let fixture = Fixture::new(&converged(&c));
     fixture.fail(STATUS, 500, "etcd is away", 1);
     let error = fixture.reconcile(&c).await.unwrap_err();
-    assert_eq!(error.category(), "StatusFailed");
+    assert_eq!(error.metric_label(), "StatusFailed");
     let action = super::error_policy(std::sync::Arc::new(fixtures::guarded(c.clone())), &error, fixture.ctx.clone());
     assert_eq!(action, kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(1)));
     assert_eq!(fixture.lines(), [STATUS, EVENT]);
