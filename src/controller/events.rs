@@ -77,7 +77,10 @@ pub fn of_cleanup(report: &Report, rules: &[Arc<TaintRuleView>]) -> Vec<Event> {
 
 /// One Warning event per category of failure (`Forbidden`, `Conflict`, ...): see `grouped`.
 pub fn failures(failures: Vec<(&'static str, String)>) -> Vec<Event> {
-    grouped(failures).into_iter().map(|(category, note)| event(EventType::Warning, category, "Reconcile", note)).collect()
+    grouped(failures)
+        .into_iter()
+        .map(|(category, note)| event(EventType::Warning, category, "Reconcile", note))
+        .collect()
 }
 
 /// The failures of one pass by category, each with its first message and how many more failed alike. A pass that
@@ -112,7 +115,9 @@ fn changes(report: &Report) -> Vec<Event> {
     ]
     .into_iter()
     .filter(|(_, items)| !items.is_empty())
-    .map(|(reason, items)| event(EventType::Normal, reason, "Apply", format!("{reason} {}", first_of(&items, SHOWN, ", "))))
+    .map(|(reason, items)| {
+        event(EventType::Normal, reason, "Apply", format!("{reason} {}", first_of(&items, SHOWN, ", ")))
+    })
     .collect()
 }
 

@@ -10,8 +10,8 @@ use super::Stores;
 use super::act::operands::{cached, key};
 use super::act::report::Report;
 use super::plan::{Driver, Plan};
-use crate::cluster::taint_rule::KIND as TAINT_RULE;
 use crate::api::{DriverStatus, ProfileStatus};
+use crate::cluster::taint_rule::KIND as TAINT_RULE;
 use crate::logic::status::{Observation, Rollout, Validity};
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.

@@ -190,7 +190,8 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     record_gauges(ctx, &plan, config, &observation, &report);
     // The events go out while the status is written: they are not what a user waits for.
     let reference = config.object_ref(&());
-    let (written, ()) = tokio::join!(write_status(config, &observation, ctx), events::publish(ctx, &reference, &events));
+    let (written, ()) =
+        tokio::join!(write_status(config, &observation, ctx), events::publish(ctx, &reference, &events));
     written?;
 
     failed(report.errors)?;

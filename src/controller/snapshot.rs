@@ -78,7 +78,9 @@ impl Snapshot {
     /// starts), the one not being deleted is the node's.
     pub fn plugin_pods_of(&self, config: &str) -> HashMap<String, Arc<PodView>> {
         let mut by_node: HashMap<String, Arc<PodView>> = HashMap::new();
-        for pod in self.plugin_pods.iter().filter(|pod| pod.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config)) {
+        for pod in
+            self.plugin_pods.iter().filter(|pod| pod.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
+        {
             let Some(node) = pod.node() else { continue };
             let live = |p: &PodView| p.metadata.deletion_timestamp.is_none();
             if by_node.get(&node).is_none_or(|kept| !live(kept)) {

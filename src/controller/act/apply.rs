@@ -326,7 +326,13 @@ impl Applier {
     /// Deletes plugin pod `name` if it is still the pod `uid` (one gone or replaced meanwhile counts as done).
     /// Returns false (and sends nothing) while an earlier eviction of that pod has not reached the cache: the cache
     /// keeps no resourceVersion of pods, so the uid stands for the state the eviction replaced.
-    pub async fn evict(&self, api: &Api<Pod>, namespace: &str, name: &str, uid: Option<String>) -> Result<bool, ApplyError> {
+    pub async fn evict(
+        &self,
+        api: &Api<Pod>,
+        namespace: &str,
+        name: &str,
+        uid: Option<String>,
+    ) -> Result<bool, ApplyError> {
         let key = object_key::<Pod>(name, Some(namespace));
         if !self.expectations.settled(&key, uid.as_deref()) {
             return Ok(false);

@@ -1,10 +1,12 @@
 //! Reconcile tests without a cluster: caches from fixtures, a mock API server, and the exact requests a reconcile
 //! sends. The real-server behaviour is covered by `tests/controller.rs`; these pin down the decisions.
 
+mod fence;
 mod fixtures;
 mod logs;
 mod plan;
 mod remediation;
+mod steps;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
