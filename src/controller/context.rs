@@ -9,7 +9,7 @@ use kube::{Client, ResourceExt};
 
 use super::Stores;
 use crate::api::NeuronDRAConfig;
-use crate::runtime::telemetry::{ConditionLabels, ConfigLabels, Metrics, TemplateLabels};
+use crate::runtime::telemetry::{ConditionLabels, Metrics, TemplateLabels};
 
 /// What every reconcile shares.
 pub struct Context {
@@ -70,25 +70,8 @@ impl Context {
         if let Some(uid) = config.metadata.uid.as_deref() {
             self.stores.validations.forget(uid);
         }
-        let labels = ConfigLabels { config: name.clone() };
         let metrics = &self.metrics;
-        metrics.reconciles.remove(&labels);
-        for gauge in [
-            &metrics.managed_objects,
-            &metrics.nodes,
-            &metrics.devices,
-            &metrics.unhealthy_devices,
-            &metrics.driver_desired_nodes,
-            &metrics.driver_ready_nodes,
-            &metrics.driver_updated_nodes,
-            &metrics.driver_rollout_halted,
-            &metrics.templates,
-            &metrics.remediation_failing_nodes,
-            &metrics.remediated_nodes,
-            &metrics.remediation_held_back_nodes,
-        ] {
-            gauge.remove(&labels);
-        }
+        metrics.forget(&name);
         for type_ in crate::logic::status::ConditionType::ALL {
             metrics.condition.remove(&ConditionLabels { config: name.clone(), condition: type_.as_str().into() });
         }
