@@ -211,8 +211,9 @@ fn record_gauges(ctx: &Context, plan: &Plan, object: &NeuronDRAConfig, observati
     metrics.record_capacity(&config.name, config, &observation.capacity);
     metrics.record_status(&config.name, &status::compute(object.status.as_ref(), observation, status::now()));
     let labels = ConfigLabels { config: config.name.clone() };
-    // The templates in place and the six driver objects.
-    metrics.managed_objects.get_or_create(&labels).set((report.templates_in_place.len() + 6) as i64);
+    // The templates in place and the config's own driver objects.
+    let managed = report.templates_in_place.len() + super::kinds::DRIVER_OBJECTS;
+    metrics.managed_objects.get_or_create(&labels).set(managed as i64);
 }
 
 /// One server-side apply of the whole status, only when it differs from what is stored.

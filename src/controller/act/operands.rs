@@ -1,14 +1,12 @@
 //! operands: the kinds the operator writes, each with its cache and its API, so that one `Pass` (`pass.rs`) can
-//! claim, apply and delete objects of any of them.
+//! claim, apply and delete objects of any of them: the owned kinds of the table (`controller/kinds.rs`), the driver
+//! namespace and remediation's DeviceTaintRules.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::Api;
 use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
@@ -32,34 +30,33 @@ pub trait Operand: Resource + Clone + Serialize + DeserializeOwned + Debug + Sen
 }
 
 macro_rules! operands {
-    (namespaced: $($n:ty => $nstore:ident),*; cluster: $($c:ty => $cstore:ident),*) => {
-        $(impl Operand for $n {
+    ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
+        $(operands!(@one $ty, $store, $scope);)*
+    };
+    (@one $ty:ty, $store:ident, namespaced) => {
+        impl Operand for $ty {
             fn served(_: &Context) -> Option<()> { Some(()) }
             fn cached(stores: &Stores, name: &str, namespace: Option<&str>) -> Option<Arc<Self>> {
-                stores.$nstore.get(&ObjectRef::new(name).within(namespace.unwrap_or_default()))
+                stores.owned.$store.get(&ObjectRef::new(name).within(namespace.unwrap_or_default()))
             }
-            fn deletable(stores: &Stores) -> Vec<Arc<Self>> { stores.$nstore.state() }
+            fn deletable(stores: &Stores) -> Vec<Arc<Self>> { stores.owned.$store.state() }
             fn api(client: &kube::Client, _: &(), namespace: Option<&str>) -> Api<Self> {
                 Api::namespaced(client.clone(), namespace.unwrap_or_default())
             }
-        })*
-        $(impl Operand for $c {
+        }
+    };
+    (@one $ty:ty, $store:ident, cluster) => {
+        impl Operand for $ty {
             fn served(_: &Context) -> Option<()> { Some(()) }
             fn cached(stores: &Stores, name: &str, _: Option<&str>) -> Option<Arc<Self>> {
-                stores.$cstore.get(&ObjectRef::new(name))
+                stores.owned.$store.get(&ObjectRef::new(name))
             }
-            fn deletable(stores: &Stores) -> Vec<Arc<Self>> { stores.$cstore.state() }
+            fn deletable(stores: &Stores) -> Vec<Arc<Self>> { stores.owned.$store.state() }
             fn api(client: &kube::Client, _: &(), _: Option<&str>) -> Api<Self> { Api::all(client.clone()) }
-        })*
+        }
     };
 }
-
-operands!(
-    namespaced: ServiceAccount => service_accounts, DaemonSet => daemon_sets, ResourceClaimTemplate => templates;
-    cluster: ClusterRole => cluster_roles, ClusterRoleBinding => cluster_role_bindings,
-        DeviceClass => device_classes, ValidatingAdmissionPolicy => admission_policies,
-        ValidatingAdmissionPolicyBinding => admission_policy_bindings
-);
+owned_kinds!(operands);
 
 /// The driver's namespace: created when missing, never deleted (it may hold more than the plugin). Namespaces are
 /// cached as metadata, all a Namespace the operator writes has.

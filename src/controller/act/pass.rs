@@ -6,11 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -20,8 +18,8 @@ use super::operands::{Operand, cached, key, spec_hash};
 use super::report::{Report, Written};
 use crate::api::labels::{LABEL_CONFIG, MANAGER};
 use crate::cluster::taint_rule::TaintRuleView;
-use crate::controller::Context;
 use crate::controller::plan::Mode;
+use crate::controller::{Context, kinds};
 use crate::logic::rollout::Eviction;
 
 fn written<K: Operand>(dt: &K::DynamicType, object: &K) -> Written {
@@ -170,15 +168,26 @@ impl<'a> Pass<'a> {
         if !self.writes {
             return;
         }
-        self.delete_unclaimed_of::<ResourceClaimTemplate>().await;
-        self.delete_unclaimed_of::<DaemonSet>().await;
-        self.delete_unclaimed_of::<ValidatingAdmissionPolicyBinding>().await;
-        self.delete_unclaimed_of::<ValidatingAdmissionPolicy>().await;
-        self.delete_unclaimed_of::<ClusterRoleBinding>().await;
-        self.delete_unclaimed_of::<ClusterRole>().await;
-        self.delete_unclaimed_of::<ServiceAccount>().await;
-        self.release_device_classes().await;
-        self.delete_unclaimed_of::<TaintRuleView>().await;
+        // The owned kinds, the table backwards: what uses another object goes before it.
+        type Release<'p, 'c> = BoxFuture<'p, ()>;
+        let mut kinds: Vec<for<'p, 'c> fn(&'p mut Pass<'c>) -> Release<'p, 'c>> = Vec::new();
+        macro_rules! releases {
+            ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
+                $(kinds.push(|pass| Box::pin(pass.release_unclaimed_of::<$ty>(kinds::Release::$release)));)*
+            };
+        }
+        owned_kinds!(releases);
+        for release in kinds.into_iter().rev() {
+            release(self).await;
+        }
+        self.release_unclaimed_of::<TaintRuleView>(kinds::Release::Delete).await;
+    }
+
+    async fn release_unclaimed_of<K: Operand>(&mut self, release: kinds::Release) {
+        match release {
+            kinds::Release::Delete => self.delete_unclaimed_of::<K>().await,
+            kinds::Release::Shared => self.release_shared::<K>().await,
+        }
     }
 
     async fn delete_unclaimed_of<K: Operand>(&mut self) {
@@ -197,27 +206,27 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Unclaimed DeviceClasses this config owns: deleted when no other config owns them, otherwise only this
-    /// config's owner reference is released.
-    async fn release_device_classes(&mut self) {
-        let Some(uid) = self.uid.clone() else { return };
-        let api = Api::<DeviceClass>::all(self.ctx.client.clone());
-        for class in self.ctx.stores.device_classes.state() {
-            let owners = class.owner_references();
-            if self.claimed.contains(&written(&(), class.as_ref())) || !owners.iter().any(|o| o.uid == uid) {
+    /// Unclaimed shared objects this config owns: deleted when no other config owns them, otherwise only this
+    /// config's fields and owner reference are released.
+    async fn release_shared<K: Operand>(&mut self) {
+        let (Some(uid), Some(dt)) = (self.uid.clone(), K::served(self.ctx)) else { return };
+        for object in K::deletable(&self.ctx.stores) {
+            let owners = object.owner_references();
+            if self.claimed.contains(&written(&dt, object.as_ref())) || !owners.iter().any(|o| o.uid == uid) {
                 continue;
             }
+            let api = K::api(&self.ctx.client, &dt, object.meta().namespace.as_deref());
             if owners.iter().all(|o| o.uid == uid) {
-                let outcome = self.ctx.applier.delete(&api, class.as_ref()).await;
-                self.report.record_delete(written(&(), class.as_ref()), outcome);
+                let outcome = self.ctx.applier.delete_as(&dt, &api, object.as_ref()).await;
+                self.report.record_delete(written(&dt, object.as_ref()), outcome);
             } else {
                 // Applying an empty object under this config's manager drops the fields only it owned.
-                let empty = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                    "metadata": {"name": class.name_any()}});
+                let empty = json!({"apiVersion": K::api_version(&dt), "kind": K::kind(&dt),
+                    "metadata": {"name": object.name_any()}});
                 let params = PatchParams::apply(&shared_manager(&self.config)).force();
-                if let Err(source) = api.patch(&class.name_any(), &params, &Patch::Apply(&empty)).await {
-                    let error = ApplyError::Apply { kind: "DeviceClass".into(), name: class.name_any(), source };
-                    self.report.errors.push(error);
+                if let Err(source) = api.patch(&object.name_any(), &params, &Patch::Apply(&empty)).await {
+                    let kind = K::kind(&dt).into_owned();
+                    self.report.errors.push(ApplyError::Apply { kind, name: object.name_any(), source });
                 }
             }
         }

@@ -43,7 +43,7 @@ pub fn step(
     now: i64,
 ) -> Step {
     let reference = ObjectRef::new(&desired.name_any()).within(&desired.namespace().unwrap_or_default());
-    let Some(ds) = snapshot.stores.daemon_sets.get(&reference) else {
+    let Some(ds) = snapshot.stores.owned.daemon_sets.get(&reference) else {
         return Step::default();
     };
     let revisions = revisions_of(&ds, &snapshot.stores.revisions.state());
