@@ -1,5 +1,5 @@
 //! controller: the kube-runtime controller for `NeuronDRAConfig`: its watch caches, the shared reconcile context and
-//! the retry policy. One reconcile is `reconcile` (plan → operands → observe → status); `run` is in `runtime`.
+//! the retry policy. One reconcile is `reconcile` (snapshot → plan → act → status and events); `run` is in `run.rs`.
 
 #[macro_use]
 pub mod kinds;

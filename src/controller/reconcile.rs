@@ -1,5 +1,6 @@
-//! One reconcile of one config, as a short script: plan (from the caches) → act (through the operands layer) →
-//! observe → status. Decisions live in `plan`, writes in `operands`, what was found in `observe` and `status`.
+//! One reconcile of one config, as a short script: snapshot of the caches → plan (pure) → act (one pass) → the
+//! observation, the status and the events, derived from the plan and what the act did. Decisions live in `plan`,
+//! writes in `act`, the status in `observe` and `logic::status`, what users are told in `events`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
