@@ -64,6 +64,7 @@ impl RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     crate::runtime::telemetry::init_logging(args.log_json);
     let metrics = Arc::new(Metrics::default());
+    crate::controller::count_errors_from_zero(&metrics);
     let client = crate::runtime::client::counted_client(metrics.clone()).await?;
     crate::runtime::client::check_crd(&client).await?;
     if args.leader_elect {

@@ -55,6 +55,8 @@ async fn metrics_answer_401_without_a_valid_token_403_without_the_role_and_200_w
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("neuron_dra_operator_api_requests_total{"), "{body}");
     assert!(body.ends_with("# EOF\n"), "{body}");
+    // Before any failure, every error series is there at 0: an alert on `increase()` sees the first one.
+    assert!(body.contains("neuron_dra_operator_reconcile_errors_total{category=\"Forbidden\"} 0"), "{body}");
     // The reviews behind each scrape are not the operator's work: `api_requests` leaves them out.
     assert!(!body.contains("tokenreviews") && !body.contains("subjectaccessreviews"), "{body}");
 

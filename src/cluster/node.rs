@@ -43,6 +43,15 @@ pub struct NodeStatusView {
     pub node_info: NodeInfoView,
 }
 
+impl ConditionView {
+    /// Whether this node condition reports a Neuron hardware problem: `NeuronHealth=True` (node problem detector)
+    /// or `AcceleratedHardwareReady=False` (EKS node monitoring agent). Health lists it, remediation acts on it.
+    pub fn reports_hardware_problem(&self) -> bool {
+        (self.type_ == NEURON_HEALTH && self.status == "True")
+            || (self.type_ == ACCELERATED_HARDWARE_READY && self.status == "False")
+    }
+}
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct ConditionView {
     #[serde(rename = "type")]

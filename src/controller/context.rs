@@ -9,7 +9,7 @@ use kube::{Client, ResourceExt};
 
 use super::Stores;
 use crate::api::NeuronDRAConfig;
-use crate::runtime::telemetry::{ConditionLabels, ConfigLabels, Metrics, TemplateLabels};
+use crate::runtime::telemetry::{ConditionLabels, Metrics, TemplateLabels};
 
 /// What every reconcile shares.
 pub struct Context {
@@ -23,14 +23,14 @@ pub struct Context {
     pub capabilities: super::capabilities::Capabilities,
     /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
     pub taint_rules: Option<kube::core::ApiResource>,
-    /// What remediation remembers between reconciles.
-    pub(super) remediation: super::act::taint_rules::Memory,
     /// Consecutive failures per config, for exponential backoff.
     pub(super) failures: Mutex<HashMap<String, u32>>,
     /// Configs reported as unparseable, with the error: reported once, not on every event.
     pub(super) unparseable: Mutex<HashMap<String, String>>,
     /// Unhealthy devices per config at the last reconcile, so events mark changes, not every reconcile.
     pub(super) unhealthy_seen: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
+    /// Nodes held back by the remediation budget per config at the last reconcile, likewise.
+    pub(super) held_back_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// Claims on unhealthy devices per config at the last reconcile, likewise.
     pub(super) in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// True once every cache has listed once (see `Context::synced`).
@@ -65,30 +65,13 @@ impl Context {
         self.unparseable.lock().expect("not poisoned").remove(&name);
         self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
         self.in_use_seen.lock().expect("not poisoned").remove(&name);
-        self.remediation.forget(&name);
+        self.held_back_seen.lock().expect("not poisoned").remove(&name);
         self.applier.expectations.forget(&super::reconcile::config_key(&name));
         if let Some(uid) = config.metadata.uid.as_deref() {
             self.stores.validations.forget(uid);
         }
-        let labels = ConfigLabels { config: name.clone() };
         let metrics = &self.metrics;
-        metrics.reconciles.remove(&labels);
-        for gauge in [
-            &metrics.managed_objects,
-            &metrics.nodes,
-            &metrics.devices,
-            &metrics.unhealthy_devices,
-            &metrics.driver_desired_nodes,
-            &metrics.driver_ready_nodes,
-            &metrics.driver_updated_nodes,
-            &metrics.driver_rollout_halted,
-            &metrics.templates,
-            &metrics.remediation_failing_nodes,
-            &metrics.remediated_nodes,
-            &metrics.remediation_held_back_nodes,
-        ] {
-            gauge.remove(&labels);
-        }
+        metrics.forget(&name);
         for type_ in crate::logic::status::ConditionType::ALL {
             metrics.condition.remove(&ConditionLabels { config: name.clone(), condition: type_.as_str().into() });
         }

@@ -1,5 +1,5 @@
-//! The controller's error: every failure of one reconcile, each with a category (the metric label and the Warning
-//! event reason).
+//! The reconcile's one error type: every failure of one reconcile, each with a category, which is the label of
+//! `reconcile_errors_total` and the reason of its Warning event.
 
 use kube::runtime::finalizer;
 
@@ -16,8 +16,6 @@ pub enum Error {
     /// Asking the server what it supports failed.
     #[error("probing the API server: {}", brief(.0))]
     Probe(#[source] kube::Error),
-    #[error("replacing a plugin pod: {}", brief(.0))]
-    Evict(#[source] kube::Error),
     #[error("{}", finalizer_message(.0))]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
@@ -46,7 +44,6 @@ impl Error {
             Self::Writes(errors) => errors.iter().map(|e| (e.category(), e.to_string())).collect(),
             Self::Status(e) => vec![(api_category(e).unwrap_or("StatusFailed"), self.to_string())],
             Self::Probe(e) => vec![(api_category(e).unwrap_or("ProbeFailed"), self.to_string())],
-            Self::Evict(e) => vec![(api_category(e).unwrap_or("EvictFailed"), self.to_string())],
             Self::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner.failures(),
                 finalizer::Error::AddFinalizer(api) | finalizer::Error::RemoveFinalizer(api) => {
@@ -57,10 +54,25 @@ impl Error {
         }
     }
 
-    /// The category of the first failure.
-    pub fn category(&self) -> &'static str {
+    /// The category of the first failure: the label its log line and the first of its metric series carry.
+    pub fn metric_label(&self) -> &'static str {
         self.failures().first().map_or("Unknown", |(category, _)| category)
     }
+
+    /// Every category a failure can have, so that each series of `reconcile_errors_total` is served from the
+    /// start at 0 (an alert on `increase()` sees the first failure of a category, not only the second).
+    pub const METRIC_LABELS: [&'static str; 10] = [
+        "Forbidden",
+        "Conflict",
+        "Rejected",
+        "ApplyFailed",
+        "DeleteFailed",
+        "EvictFailed",
+        "StatusFailed",
+        "ProbeFailed",
+        "FinalizerFailed",
+        "Unknown",
+    ];
 }
 
 #[cfg(test)]
@@ -82,5 +94,45 @@ mod tests {
             Error::Finalizer(Box::new(finalizer::Error::RemoveFinalizer(refused(500, "InternalError", "y"))));
         assert_eq!(finalizer.to_string(), "removing the finalizer: y (500 InternalError)");
         assert_eq!(finalizer.failures(), vec![("FinalizerFailed", finalizer.to_string())]);
+    }
+
+    #[test]
+    fn every_error_series_is_served_at_zero_before_any_error() {
+        let metrics = crate::runtime::telemetry::Metrics::default();
+        crate::controller::count_errors_from_zero(&metrics);
+        let text = metrics.encode();
+        for category in Error::METRIC_LABELS {
+            let series = format!("neuron_dra_operator_reconcile_errors_total{{category=\"{category}\"}} 0\n");
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+    }
+
+    #[test]
+    fn every_category_is_a_known_metric_label() {
+        let transient = || kube::Error::Service("timed out".into());
+        let (kind, name) = ("DaemonSet".to_string(), "p".to_string());
+        let writes = vec![
+            ApplyError::Apply { kind: kind.clone(), name: name.clone(), source: transient() },
+            ApplyError::Delete { kind, name: name.clone(), source: transient() },
+            ApplyError::Evict { name, source: transient() },
+            ApplyError::Evict { name: "q".into(), source: refused(403, "Forbidden", "no") },
+            ApplyError::Evict { name: "r".into(), source: refused(409, "Conflict", "no") },
+            ApplyError::Evict { name: "s".into(), source: refused(422, "Invalid", "no") },
+        ];
+        let errors = [
+            Error::Writes(writes),
+            Error::Status(transient()),
+            Error::Probe(transient()),
+            Error::Finalizer(Box::new(finalizer::Error::AddFinalizer(transient()))),
+            Error::Finalizer(Box::new(finalizer::Error::UnnamedObject)),
+            Error::Writes(Vec::new()),
+        ];
+        let mut seen: Vec<&str> = errors.iter().flat_map(|e| e.failures()).map(|(category, _)| category).collect();
+        seen.extend(errors.iter().map(Error::metric_label));
+        seen.sort();
+        seen.dedup();
+        let mut known = Error::METRIC_LABELS.to_vec();
+        known.sort();
+        assert_eq!(seen, known);
     }
 }

@@ -1,20 +1,86 @@
-//! events: what the operator tells users through Kubernetes Events on the config, once per change.
+//! events: what the operator tells users through Kubernetes Events on the config, once per change. Every event of
+//! a pass is derived at its end from the plan and what the act did, and published beside the status write.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::EventType;
+use kube::ResourceExt;
+use kube::runtime::events::{Event, EventType};
 
 use super::Context;
-use super::act::operands::Report;
-use super::act::publish::publish;
+use super::act::publish::send;
+use super::act::report::{Report, Written};
+use super::plan::{Driver, Plan, Remediation};
 use crate::api::NeuronDRAConfigStatus;
+use crate::cluster::taint_rule::{KIND as TAINT_RULE, TaintRuleView};
 use crate::logic::health;
+use crate::logic::remediation::rule_node;
+use crate::logic::rollout::{self, Change};
+use crate::logic::status::{ConditionType, Reason, Validity, condition_reason};
 use crate::logic::text::first_of;
 
-/// One Warning event per category of failure (`Forbidden`, `Conflict`, ...): see `grouped`.
-pub async fn failures(ctx: &Context, reference: &ObjectReference, failures: Vec<(&'static str, String)>) {
-    for (category, note) in grouped(failures) {
-        publish(ctx, reference, EventType::Warning, category, "Reconcile", note).await;
+fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
+    Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None }
+}
+
+/// Publishes a pass's events in order; a failure to publish is logged and never fails the reconcile.
+pub async fn publish(ctx: &Context, reference: &ObjectReference, events: &[Event]) {
+    for event in events {
+        send(ctx, reference, event).await;
     }
+}
+
+/// What one pass over a valid config tells: a new conflict, what remediation did, the rollout's step, halt or
+/// completion, devices that turned unhealthy or recovered, and what the pass changed.
+pub struct Pass<'a> {
+    pub plan: &'a Plan,
+    pub report: &'a Report,
+    /// The plugin's state as the pass left it.
+    pub driver: Driver,
+    pub previous: Option<&'a NeuronDRAConfigStatus>,
+    pub assessment: &'a health::Assessment,
+    /// The config's DeviceTaintRules as the pass found them.
+    pub rules: &'a [Arc<TaintRuleView>],
+}
+
+pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
+    let plan = pass.plan;
+    let mut events = Vec::new();
+    if let Validity::Conflict(message) = plan.validity()
+        && condition_reason(pass.previous, ConditionType::ConfigValid) != Some(Reason::Conflict)
+    {
+        events.push(event(EventType::Warning, Reason::Conflict.as_str(), "Apply", message));
+    }
+    events.extend(remediated(&plan.remediation, pass.report));
+    let why = |node: &str| plan.remediation.released_because(node);
+    events.extend(released(pass.report, pass.rules, why));
+    if let Remediation::On(decided) = &plan.remediation {
+        events.extend(held_back(ctx, &plan.config.name, decided));
+    }
+    if pass.driver == Driver::Apply {
+        events.extend(rollout(&plan.rollout));
+    }
+    events.extend(health(ctx, &plan.config.name, pass.previous, pass.assessment));
+    if plan.mode == super::plan::Mode::Normal {
+        events.extend(changes(pass.report));
+    }
+    events
+}
+
+/// What a cleanup pass tells: the rules released and everything deleted.
+pub fn of_cleanup(report: &Report, rules: &[Arc<TaintRuleView>]) -> Vec<Event> {
+    let mut events = released(report, rules, |_| "the config is being deleted".into());
+    events.extend(changes(report));
+    events
+}
+
+/// One Warning event per category of failure (`Forbidden`, `Conflict`, ...): see `grouped`.
+pub fn failures(failures: Vec<(&'static str, String)>) -> Vec<Event> {
+    grouped(failures)
+        .into_iter()
+        .map(|(category, note)| event(EventType::Warning, category, "Reconcile", note))
+        .collect()
 }
 
 /// The failures of one pass by category, each with its first message and how many more failed alike. A pass that
@@ -35,40 +101,111 @@ fn grouped(failures: Vec<(&'static str, String)>) -> Vec<(&'static str, String)>
 }
 
 /// One Normal event per kind of change (`Created`, `Updated`, `Replaced`, `Deleted`), naming a bounded list.
-pub async fn changes(ctx: &Context, reference: &ObjectReference, report: &Report) {
+/// Remediation's rules have events of their own.
+fn changes(report: &Report) -> Vec<Event> {
     const SHOWN: usize = 8;
-    for (reason, items) in [
-        ("Created", &report.created),
-        ("Updated", &report.updated),
-        ("Replaced", &report.replaced),
-        ("Deleted", &report.deleted),
-    ] {
-        if !items.is_empty() {
-            publish(
-                ctx,
-                reference,
-                EventType::Normal,
-                reason,
-                "Apply",
-                format!("{reason} {}", first_of(items, SHOWN, ", ")),
-            )
-            .await;
-        }
+    let operands = |items: &[Written]| -> Vec<String> {
+        items.iter().filter(|w| w.kind != TAINT_RULE).map(ToString::to_string).collect()
+    };
+    [
+        ("Created", operands(&report.created)),
+        ("Updated", operands(&report.updated)),
+        ("Replaced", operands(&report.replaced)),
+        ("Deleted", operands(&report.deleted)),
+    ]
+    .into_iter()
+    .filter(|(_, items)| !items.is_empty())
+    .map(|(reason, items)| {
+        event(EventType::Normal, reason, "Apply", format!("{reason} {}", first_of(&items, SHOWN, ", ")))
+    })
+    .collect()
+}
+
+/// A Warning for each node whose rule this pass created.
+fn remediated(remediation: &Remediation, report: &Report) -> Vec<Event> {
+    let Remediation::On(decided) = remediation else { return Vec::new() };
+    let created: BTreeSet<&str> = Report::names_of(&report.created, TAINT_RULE).collect();
+    remediation
+        .remediated()
+        .filter(|(_, rule)| created.contains(rule.name_any().as_str()))
+        .map(|(problem, rule)| {
+            let note = format!(
+                "node {} reports {} ({}): its Neuron devices are tainted {} by DeviceTaintRule {}",
+                problem.node,
+                problem.condition,
+                problem.reason,
+                decided.decision.effect.as_str(),
+                rule.name_any()
+            );
+            event(EventType::Warning, "Remediated", "Remediate", note)
+        })
+        .collect()
+}
+
+/// A Normal event for each rule this pass deleted, saying `why` its node was released.
+fn released(report: &Report, rules: &[Arc<TaintRuleView>], why: impl Fn(&str) -> String) -> Vec<Event> {
+    Report::names_of(&report.deleted, TAINT_RULE)
+        .map(|name| {
+            let node = rules.iter().find(|r| r.name_any() == name).and_then(|r| rule_node(r)).unwrap_or_default();
+            let note = format!("node {node} released ({}): DeviceTaintRule {name} deleted", why(node));
+            event(EventType::Normal, "Released", "Remediate", note)
+        })
+        .collect()
+}
+
+/// A Warning when nodes are newly held back by the budget; nothing while the set is unchanged.
+fn held_back(ctx: &Context, config: &str, decided: &super::plan::Decided) -> Option<Event> {
+    let decision = &decided.decision;
+    let now: BTreeSet<String> = decision.held_back.iter().map(|p| p.node.clone()).collect();
+    let before = {
+        let mut seen = ctx.held_back_seen.lock().expect("not poisoned");
+        // After a restart: what the status already lists is not news.
+        seen.insert(config.to_string(), now.clone()).unwrap_or_else(|| decided.held_back_before.clone())
+    };
+    let new: Vec<&str> = now.difference(&before).map(String::as_str).collect();
+    if new.is_empty() {
+        return None;
     }
+    let note = format!(
+        "{} nodes report a Neuron hardware problem but the budget of {} nodes is spent; held back: {}",
+        decision.remediate.len() + decision.held_back.len(),
+        decision.budget,
+        first_of(&new, 10, ", ")
+    );
+    Some(event(EventType::Warning, "RemediationHeldBack", "Remediate", note))
+}
+
+/// One event per step, halt and completion. The recorder folds events of one reason, action and related object
+/// into a series that keeps the first note, so each names the target revision (related) and its step (action).
+fn rollout(step: &super::plan::Step) -> Option<Event> {
+    let status = step.status.as_ref()?;
+    let (type_, reason, action, note) = match step.change.as_ref()? {
+        Change::Step { step, nodes } => {
+            let what = if *step == 1 { "canary".to_string() } else { format!("step {step}") };
+            let note = format!("{what}: moving {} to {}", nodes.join(", "), status.version);
+            (EventType::Normal, "RolloutStep", format!("Step{step}"), note)
+        }
+        Change::Halted => (EventType::Warning, "RolloutHalted", "Halt".into(), rollout::halt_message(status)),
+        Change::Complete => {
+            let note = format!("every node runs the plugin {}", status.version);
+            (EventType::Normal, "RolloutComplete", "Complete".into(), note)
+        }
+    };
+    Some(Event { type_, reason: reason.into(), note: Some(note), action, secondary: step.revision.clone() })
 }
 
 /// An event when devices turn unhealthy or recover; nothing when the set is unchanged.
-pub async fn health(
+fn health(
     ctx: &Context,
-    reference: &ObjectReference,
+    name: &str,
     previous: Option<&NeuronDRAConfigStatus>,
     assessment: &health::Assessment,
-) {
+) -> Vec<Event> {
+    let mut events = Vec::new();
     let unhealthy = &assessment.unhealthy;
-    let name = reference.name.clone().unwrap_or_default();
     let in_use_before = {
         let mut seen = ctx.in_use_seen.lock().expect("not poisoned");
-        seen.insert(name.clone(), assessment.affected_claims.clone()).unwrap_or_else(|| {
+        seen.insert(name.to_string(), assessment.affected_claims.clone()).unwrap_or_else(|| {
             previous.iter().flat_map(|s| &s.unhealthy_devices).filter_map(|d| d.claim.clone()).collect()
         })
     };
@@ -76,15 +213,15 @@ pub async fn health(
     if !newly_in_use.is_empty() {
         let shown: Vec<&str> = newly_in_use.iter().take(10).map(|c| c.as_str()).collect();
         let note = format!("unhealthy devices are allocated to claims: {}", shown.join(", "));
-        publish(ctx, reference, EventType::Warning, "UnhealthyDeviceInUse", "Health", note).await;
+        events.push(event(EventType::Warning, "UnhealthyDeviceInUse", "Health", note));
     }
     let before = {
         let mut seen = ctx.unhealthy_seen.lock().expect("not poisoned");
-        let before = seen.get(&name).cloned().unwrap_or_else(|| {
+        let before = seen.get(name).cloned().unwrap_or_else(|| {
             // After a restart: what the status already reports is not news.
             previous.iter().flat_map(|s| &s.unhealthy_devices).map(|d| (d.node.clone(), d.device.clone())).collect()
         });
-        seen.insert(name, unhealthy.clone());
+        seen.insert(name.to_string(), unhealthy.clone());
         before
     };
     let list = |items: Vec<&(String, String)>| {
@@ -93,13 +230,14 @@ pub async fn health(
     let turned: Vec<_> = unhealthy.difference(&before).collect();
     if !turned.is_empty() {
         let note = format!("devices turned unhealthy: {}", list(turned));
-        publish(ctx, reference, EventType::Warning, "DeviceUnhealthy", "Health", note).await;
+        events.push(event(EventType::Warning, "DeviceUnhealthy", "Health", note));
     }
     let recovered: Vec<_> = before.difference(unhealthy).collect();
     if !recovered.is_empty() {
         let note = format!("devices recovered: {}", list(recovered));
-        publish(ctx, reference, EventType::Normal, "DeviceRecovered", "Health", note).await;
+        events.push(event(EventType::Normal, "DeviceRecovered", "Health", note));
     }
+    events
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! controller: the kube-runtime controller for `NeuronDRAConfig`: its watch caches, the shared reconcile context and
-//! the retry policy. One reconcile is `reconcile` (plan → operands → observe → status); `run` is in `runtime`.
+//! the retry policy. One reconcile is `reconcile` (snapshot → plan → act → status and events); `run` is in `run.rs`.
 
+#[macro_use]
+pub mod kinds;
 pub mod act;
 mod capabilities;
 mod context;
@@ -22,11 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -87,6 +87,32 @@ fn owner_in<K: Resource>(
     }
 }
 
+macro_rules! owned_watches {
+    ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
+        /// Watches every owned kind (`kinds.rs`) by the managed-by label: the caches, the reconciles their changes
+        /// trigger (the config their label names), and the changes that trigger every config (shared objects).
+        fn watch_owned(
+            client: &Client,
+            managed: &watcher::Config,
+            configs: &Store<GuardedConfig>,
+        ) -> (stores::Owned, Vec<BoxStream<'static, ObjectRef<GuardedConfig>>>, Vec<BoxStream<'static, ()>>) {
+            let (mut owners, mut all) = (Vec::new(), Vec::new());
+            $(
+                let ($store, stream) = cached(Api::<$ty>::all(client.clone()), managed.clone());
+                match kinds::Trigger::$trigger {
+                    kinds::Trigger::Owner => {
+                        let owner = owner_in::<$ty>(configs);
+                        owners.push(stream.filter_map(move |o| futures::future::ready(o.ok().and_then(&owner))).boxed());
+                    }
+                    kinds::Trigger::All => all.push(stream.map(|_| ()).boxed()),
+                }
+            )*
+            (stores::Owned { $($store,)* }, owners, all)
+        }
+    };
+}
+owned_kinds!(owned_watches);
+
 pub async fn run_controller(
     client: Client,
     metrics: Arc<Metrics>,
@@ -145,16 +171,7 @@ pub async fn run_controller(
         reads::namespace,
         every,
     );
-    let (daemon_sets, ds_stream) = cached(Api::<DaemonSet>::all(client.clone()), managed.clone());
-    let (templates, templates_stream) = cached(Api::<ResourceClaimTemplate>::all(client.clone()), managed.clone());
-    let (service_accounts, sa_stream) = cached(Api::<ServiceAccount>::all(client.clone()), managed.clone());
-    let (cluster_roles, cr_stream) = cached(Api::<ClusterRole>::all(client.clone()), managed.clone());
-    let (cluster_role_bindings, crb_stream) = cached(Api::<ClusterRoleBinding>::all(client.clone()), managed.clone());
-    let (admission_policies, vap_stream) =
-        cached(Api::<ValidatingAdmissionPolicy>::all(client.clone()), managed.clone());
-    let (admission_policy_bindings, vapb_stream) =
-        cached(Api::<ValidatingAdmissionPolicyBinding>::all(client.clone()), managed.clone());
-    let (device_classes, dc_stream) = cached(Api::<DeviceClass>::all(client.clone()), managed.clone());
+    let (owned, owned_streams, shared_streams) = watch_owned(&client, &managed, &configs);
     // The DaemonSet controller copies the pod template's labels (managed-by included) onto its revisions.
     let (revisions, revisions_stream) = cached(Api::<ControllerRevision>::all(client.clone()), managed.clone());
 
@@ -162,14 +179,7 @@ pub async fn run_controller(
         configs: configs.clone(),
         nodes,
         namespaces,
-        daemon_sets,
-        templates,
-        service_accounts,
-        cluster_roles,
-        cluster_role_bindings,
-        admission_policies,
-        admission_policy_bindings,
-        device_classes,
+        owned,
         slices,
         efa_slices,
         claims,
@@ -188,33 +198,27 @@ pub async fn run_controller(
         metrics,
         capabilities: Default::default(),
         taint_rules: taint_rule_resource,
-        remediation: Default::default(),
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),
+        held_back_seen: Mutex::default(),
         in_use_seen: Mutex::default(),
         synced: synced_rx,
     });
 
     // Inputs every config reads (cluster-wide), merged into one trigger for all configs and sampled: a busy
     // cluster's stream of claim, slice and node changes cannot keep postponing a debounced reconcile.
-    let mut inputs = vec![
-        dc_stream.map(|_| ()).boxed(),
+    let mut inputs = shared_streams;
+    inputs.extend([
         namespaces_stream.map(|_| ()).boxed(),
         nodes_stream.map(|_| ()).boxed(),
         slices_stream.map(|_| ()).boxed(),
         efa_slices_stream.map(|_| ()).boxed(),
         claims_stream.map(|_| ()).boxed(),
-    ];
+    ]);
     inputs.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
     let controller = controller
-        .watches_stream(ds_stream, owner_in(&configs))
-        .watches_stream(templates_stream, owner_in(&configs))
-        .watches_stream(sa_stream, owner_in(&configs))
-        .watches_stream(cr_stream, owner_in(&configs))
-        .watches_stream(crb_stream, owner_in(&configs))
-        .watches_stream(vap_stream, owner_in(&configs))
-        .watches_stream(vapb_stream, owner_in(&configs))
+        .reconcile_on(futures::stream::select_all(owned_streams))
         .watches_stream(watch::changes::changed_objects(pods_stream), owner_in(&configs))
         .watches_stream(revisions_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
@@ -241,10 +245,17 @@ pub async fn run_controller(
         .await;
 }
 
+/// Serves every series of the reconcile's error counter at 0 from the start (see `Error::METRIC_LABELS`).
+pub fn count_errors_from_zero(metrics: &Metrics) {
+    for category in Error::METRIC_LABELS {
+        let _ = metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() });
+    }
+}
+
 /// Transient errors retry with per-config exponential backoff (1 s doubling to 5 min).
 fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) -> Action {
     let name = config.name_any();
-    let category = error.category();
+    let category = error.metric_label();
     let categories: std::collections::BTreeSet<&str> = error.failures().into_iter().map(|(c, _)| c).collect();
     for category in categories {
         ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();

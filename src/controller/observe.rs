@@ -1,4 +1,5 @@
-//! observe (pure over the caches): what a pass found, as the `Observation` the status is computed from.
+//! The `Observation` the status is computed from: what the plan decided, what the pass did and what the caches
+//! show of the plugin's DaemonSet.
 
 use std::collections::BTreeSet;
 
@@ -6,9 +7,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 
 use super::Stores;
-use super::act::operands::{Report, cached, key};
+use super::act::operands::{cached, key};
+use super::act::report::Report;
 use super::plan::{Driver, Plan};
 use crate::api::{DriverStatus, ProfileStatus};
+use crate::cluster::taint_rule::KIND as TAINT_RULE;
 use crate::logic::status::{Observation, Rollout, Validity};
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
@@ -96,11 +99,24 @@ pub fn observation(
         .collect();
     let in_place_namespaces: BTreeSet<&str> =
         in_place.iter().filter_map(|k| k.split_once('/').map(|(ns, _)| ns)).collect();
+    let mut rollout = rollout(plan, driver, stores);
+    if let Rollout::Applied { status, .. } = &mut rollout {
+        status.versions = plan.rollout.versions.clone();
+        status.rollout = plan.rollout.status.clone();
+    }
+    // A node whose rule could not be written is not remediated after all.
+    let failed_rules = report.failed_applies(TAINT_RULE);
+    let failed = plan
+        .remediation
+        .remediated()
+        .filter(|(_, rule)| failed_rules.contains(&rule.name_any()))
+        .map(|(problem, _)| problem.node.clone())
+        .collect();
     Observation {
         generation,
         paused: config.spec.paused,
         validity: plan.validity(),
-        rollout: rollout(plan, driver, stores),
+        rollout,
         templates_present: in_place.len(),
         templates_wanted: wanted + plan.missing_namespaces.len() * config.claims.len(),
         template_namespaces: in_place_namespaces.len(),
@@ -108,14 +124,6 @@ pub fn observation(
         templates_missing: missing,
         health: None,
         capacity: Vec::new(),
-        remediation: None,
-    }
-}
-
-/// The versions and the stepped rollout (`controller::rollout`) in the driver's status.
-pub fn with_rollout(observation: &mut Observation, driven: super::act::plugin_pods::Driven) {
-    if let Rollout::Applied { status, .. } = &mut observation.rollout {
-        status.versions = driven.versions;
-        status.rollout = driven.rollout;
+        remediation: plan.remediation.status(&config.name, &failed),
     }
 }

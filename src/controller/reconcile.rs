@@ -1,5 +1,6 @@
-//! One reconcile of one config, as a short script: plan (from the caches) → act (through the operands layer) →
-//! observe → status. Decisions live in `plan`, writes in `operands`, what was found in `observe` and `status`.
+//! One reconcile of one config, as a short script: snapshot of the caches → plan (pure) → act (one pass) → the
+//! observation, the status and the events, derived from the plan and what the act did. Decisions live in `plan`,
+//! writes in `act`, the status in `observe` and `logic::status`, what users are told in `events`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,13 +14,13 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::act::operands::{Pass, Report};
-use super::act::{plugin_pods, taint_rules};
-use super::plan::{Driver, Mode, NamespaceState, Plan};
-use super::{Context, Error, GuardedConfig, events, observe};
+use super::act::pass::Pass;
+use super::act::report::Report;
+use super::plan::{Driver, Mode, Plan};
+use super::snapshot::Snapshot;
+use super::{Context, Error, GuardedConfig, act, events, observe};
 use crate::api::labels::MANAGER;
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
-use crate::controller::act::apply::shared_manager;
 use crate::logic::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
 use crate::runtime::telemetry::{ConfigLabels, seconds};
 
@@ -65,7 +66,7 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
         Ok(_) => ctx.reset_failures(&name),
         Err(error) => {
             let reference = ObjectRef::<NeuronDRAConfig>::new(&name).into();
-            events::failures(&ctx, &reference, error.failures()).await;
+            events::publish(&ctx, &reference, &events::failures(error.failures())).await;
         }
     }
     result
@@ -163,7 +164,8 @@ async fn report_refused(
 }
 
 async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
-    let plan = match Plan::new(config, &ctx.stores) {
+    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone());
+    let plan = match Plan::new(config, &snapshot, status::now().as_second()) {
         Ok(plan) => plan,
         Err(invalid) => {
             let message = invalid.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
@@ -174,54 +176,32 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     if let Some(missing) = capabilities.await.map_err(Error::Probe)? {
         return report_refused(config, Validity::Unsupported, missing, ctx).await;
     }
-    let reference = config.object_ref(&());
-    let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
-    // The driver and the templates do not depend on each other: written at the same time, the DaemonSet
-    // controller sees the plugin while the templates are still being created.
-    let mut templates = pass.fork();
-    let (driver, ()) =
-        tokio::join!(install_driver(&plan, &mut pass), templates.ensure_templates(&plan.desired.templates));
-    pass.join(templates);
-    pass.delete_unclaimed().await;
 
+    let report = act::execute(&plan, ctx).await;
+
+    let driver = act::driver(&plan, &report);
     let previous = config.status.as_ref();
-    if let Validity::Conflict(message) = plan.validity()
-        && condition_reason(previous, ConditionType::ConfigValid) != Some(Reason::Conflict)
-    {
-        super::act::publish::publish(ctx, &reference, EventType::Warning, Reason::Conflict.as_str(), "Apply", message)
-            .await;
-    }
-    let remedied = taint_rules::remediate(ctx, &plan, previous, &reference).await;
-    pass.report.errors.extend(remedied.errors);
-    let snapshot = super::snapshot::Snapshot::new(&ctx.stores);
-    let mut driven = plugin_pods::drive(&plan, driver, previous, &snapshot, ctx, &reference).await;
-    let (recheck, evict_failed) = (driven.recheck, driven.failed.take());
-    let mut observation = observe::observation(config.meta().generation, &plan, driver, &pass.report, &ctx.stores);
-    observe::with_rollout(&mut observation, driven);
-    observation.remediation = remedied.status;
-    let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict, &ctx.stores);
-    events::health(ctx, &reference, previous, &assessment).await;
+    let mut observation = observe::observation(config.meta().generation, &plan, driver, &report, &ctx.stores);
+    let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict);
+    let rules = snapshot.taint_rules_of(&plan.config.name);
+    let pass = events::Pass { plan: &plan, report: &report, driver, previous, assessment: &assessment, rules: &rules };
+    let events = events::of_pass(ctx, &pass);
     observation.capacity = snapshot.capacity(&plan.config);
     observation.health = Some(assessment.health);
-    record_gauges(ctx, &plan, config, &observation, &pass.report);
-    // What changed is told while the status is written: the event is not what a user waits for.
-    let announce = async {
-        if plan.mode == Mode::Normal {
-            events::changes(ctx, &reference, &pass.report).await;
-        }
-    };
-    let (written, ()) = tokio::join!(write_status(config, &observation, ctx), announce);
+    record_gauges(ctx, &plan, config, &observation, &report);
+    // The events go out while the status is written: they are not what a user waits for.
+    let reference = config.object_ref(&());
+    let (written, ()) =
+        tokio::join!(write_status(config, &observation, ctx), events::publish(ctx, &reference, &events));
     written?;
 
-    failed(pass.report.errors)?;
-    if let Some(error) = evict_failed {
-        return Err(error);
-    }
-    if pass.report.pending || driver == Driver::WaitingForNamespace {
+    failed(report.errors)?;
+    if report.pending || driver == Driver::WaitingForNamespace {
         // Our own writes (or a namespace's deletion) will show up in the cache in a moment; check then.
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     // A rollout step's timeout passes without any event.
+    let recheck = if driver == Driver::Apply { plan.rollout.recheck } else { None };
     Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }
 
@@ -232,60 +212,9 @@ fn record_gauges(ctx: &Context, plan: &Plan, object: &NeuronDRAConfig, observati
     metrics.record_capacity(&config.name, config, &observation.capacity);
     metrics.record_status(&config.name, &status::compute(object.status.as_ref(), observation, status::now()));
     let labels = ConfigLabels { config: config.name.clone() };
-    // The templates in place and the six driver objects.
-    metrics.managed_objects.get_or_create(&labels).set((report.templates_in_place.len() + 6) as i64);
-}
-
-/// The plugin's objects: the Namespace first; then, at the same time, its ServiceAccount, its RBAC, the fence
-/// (admission policy and binding) and the DeviceClass; the DaemonSet last, so the plugin never runs unfenced or
-/// without its rights. Nothing goes into a namespace being deleted; what is there is kept until it can be created
-/// anew. Returns the driver's state as the pass found it: a deletion the cache had not shown yet turns `Apply` into
-/// `WaitingForNamespace`.
-async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) -> Driver {
-    let desired = &plan.desired;
-    let usable = match plan.driver_namespace {
-        NamespaceState::Missing => pass.ensure(&desired.namespace, MANAGER).await,
-        NamespaceState::Exists => true,
-        NamespaceState::Terminating => false,
-    };
-    let (mut rbac, mut fence, mut class) = (pass.fork(), pass.fork(), pass.fork());
-    let class_manager = shared_manager(&plan.config.name);
-    let (mut usable, (), (), ()) = tokio::join!(
-        async {
-            if usable {
-                pass.ensure(&desired.service_account, MANAGER).await
-            } else {
-                pass.claim(&desired.service_account);
-                false
-            }
-        },
-        async {
-            rbac.ensure(&desired.cluster_role, MANAGER).await;
-            rbac.ensure(&desired.cluster_role_binding, MANAGER).await;
-        },
-        async {
-            fence.ensure(&desired.admission_policy, MANAGER).await;
-            fence.ensure(&desired.admission_policy_binding, MANAGER).await;
-        },
-        async {
-            class.ensure(&desired.device_class, &class_manager).await;
-            if let Some(extended) = &desired.extended_resource_class {
-                class.ensure(extended, &class_manager).await;
-            }
-        },
-    );
-    for fork in [rbac, fence, class] {
-        pass.join(fork);
-    }
-    match plan.driver {
-        Driver::BlockedByConflict => {}
-        _ if usable => usable = pass.ensure(&desired.daemon_set, MANAGER).await,
-        _ => pass.claim(&desired.daemon_set),
-    }
-    match plan.driver {
-        Driver::Apply if !usable => Driver::WaitingForNamespace,
-        driver => driver,
-    }
+    // The templates in place and the config's own driver objects.
+    let managed = report.templates_in_place.len() + super::kinds::DRIVER_OBJECTS;
+    metrics.managed_objects.get_or_create(&labels).set(managed as i64);
 }
 
 /// One server-side apply of the whole status, only when it differs from what is stored.
@@ -325,10 +254,10 @@ fn failed(errors: Vec<crate::controller::act::apply::ApplyError>) -> Result<(), 
 /// goes with its last owner. The driver namespace stays: another config may want it at any moment, and deleting it
 /// would race with that config's rollout.
 async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
+    let rules = Snapshot::new(&ctx.stores, ctx.taint_rules.clone()).taint_rules_of(&config.name_any());
     let mut pass = Pass::new(ctx, &config.name_any(), config.uid(), Mode::Cleanup);
     pass.delete_unclaimed().await;
-    pass.report.errors.extend(taint_rules::release_all(ctx, &config.object_ref(&()), &config.name_any()).await);
-    events::changes(ctx, &config.object_ref(&()), &pass.report).await;
+    events::publish(ctx, &config.object_ref(&()), &events::of_cleanup(&pass.report, &rules)).await;
     failed(pass.report.errors)?;
     Ok(Action::await_change())
 }

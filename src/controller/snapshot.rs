@@ -1,24 +1,32 @@
-//! What health, capacity and the rollout read of the fleet, taken from the caches once per reconcile.
+//! observe: what one reconcile reads of the cluster, taken from the caches once at its start. The plan is computed
+//! from this and nothing else, so it is a pure function of a value a test can build from fixtures.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube::ResourceExt;
+use kube::core::ApiResource;
 
 use super::Stores;
 use crate::api::labels::LABEL_CONFIG;
+use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
 use crate::logic::health;
 use crate::logic::validate::ValidatedConfig;
 
-/// What health and capacity both read, taken from the caches once per reconcile.
+/// The caches as one reconcile reads them.
 pub struct Snapshot {
+    /// For lookups by name (namespaces, configs, owned objects, revisions).
+    pub stores: Stores,
+    /// The DeviceTaintRule version the server serves (found at start); None where it serves none.
+    pub taint_rule_resource: Option<ApiResource>,
     nodes: Vec<Arc<NodeView>>,
     /// The Neuron driver's slices and the EFA driver's, by node name.
     slices: HashMap<String, Vec<Arc<SliceView>>>,
     efa_slices: HashMap<String, Vec<Arc<SliceView>>>,
     claims: Vec<Arc<ClaimView>>,
-    taint_rules: Vec<Arc<crate::cluster::taint_rule::TaintRuleView>>,
+    taint_rules: Vec<Arc<TaintRuleView>>,
+    plugin_pods: Vec<Arc<PodView>>,
 }
 
 fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> {
@@ -32,6 +40,19 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
 }
 
 impl Snapshot {
+    pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>) -> Self {
+        Snapshot {
+            stores: stores.clone(),
+            taint_rule_resource,
+            nodes: stores.nodes.state(),
+            slices: by_node(stores.slices.state()),
+            efa_slices: by_node(stores.efa_slices.state()),
+            claims: stores.claims.state(),
+            taint_rules: stores.taint_rules.state(),
+            plugin_pods: stores.plugin_pods.state(),
+        }
+    }
+
     pub fn nodes(&self) -> &[Arc<NodeView>] {
         &self.nodes
     }
@@ -41,25 +62,37 @@ impl Snapshot {
         self.slices.get(node).map(Vec::as_slice).unwrap_or_default()
     }
 
-    pub fn new(stores: &Stores) -> Self {
-        Snapshot {
-            nodes: stores.nodes.state(),
-            slices: by_node(stores.slices.state()),
-            efa_slices: by_node(stores.efa_slices.state()),
-            claims: stores.claims.state(),
-            taint_rules: stores.taint_rules.state(),
+    /// A config's DeviceTaintRules, by name.
+    pub fn taint_rules_of(&self, config: &str) -> Vec<Arc<TaintRuleView>> {
+        let mut rules: Vec<Arc<TaintRuleView>> = self
+            .taint_rules
+            .iter()
+            .filter(|r| r.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
+            .cloned()
+            .collect();
+        rules.sort_by_key(|r| r.name_any());
+        rules
+    }
+
+    /// A config's plugin pod on each node. Of two pods on one node (the old one going away while its replacement
+    /// starts), the one not being deleted is the node's.
+    pub fn plugin_pods_of(&self, config: &str) -> HashMap<String, Arc<PodView>> {
+        let mut by_node: HashMap<String, Arc<PodView>> = HashMap::new();
+        for pod in
+            self.plugin_pods.iter().filter(|pod| pod.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
+        {
+            let Some(node) = pod.node() else { continue };
+            let live = |p: &PodView| p.metadata.deletion_timestamp.is_none();
+            if by_node.get(&node).is_none_or(|kept| !live(kept)) {
+                by_node.insert(node, pod.clone());
+            }
         }
+        by_node
     }
 
     /// Device and node health over the nodes this config selects.
-    pub fn health(&self, config: &ValidatedConfig, plugin_expected: bool, stores: &Stores) -> health::Assessment {
-        let plugin_pods: HashMap<String, Arc<PodView>> = stores
-            .plugin_pods
-            .state()
-            .into_iter()
-            .filter(|pod| pod.labels().get(LABEL_CONFIG) == Some(&config.name))
-            .filter_map(|pod| Some((pod.node()?, pod)))
-            .collect();
+    pub fn health(&self, config: &ValidatedConfig, plugin_expected: bool) -> health::Assessment {
+        let plugin_pods = self.plugin_pods_of(&config.name);
         let holders = health::holders(&self.claims);
         health::assess(&health::Inputs {
             spec: &config.spec,

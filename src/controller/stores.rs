@@ -2,11 +2,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
@@ -18,21 +15,31 @@ use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
 /// The config as watched: one that cannot be parsed is still delivered, as an error, and reported.
 pub type GuardedConfig = DeserializeGuard<NeuronDRAConfig>;
 
-/// Watch caches of everything the reconcile reads. Owned kinds are watched by the managed-by label only.
+macro_rules! owned_stores {
+    ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
+        /// The caches of the kinds the operator owns (`kinds.rs`), watched by the managed-by label only.
+        #[derive(Clone)]
+        pub struct Owned {
+            $(pub $store: Store<$ty>,)*
+        }
+
+        impl Owned {
+            async fn wait_ready(&self) {
+                let _ = futures::join!($(self.$store.wait_until_ready(),)*);
+            }
+        }
+    };
+}
+owned_kinds!(owned_stores);
+
+/// Watch caches of everything the reconcile reads.
 #[derive(Clone)]
 pub struct Stores {
     pub configs: Store<GuardedConfig>,
     pub nodes: Store<NodeView>,
     /// Only labels and deletion are read: metadata alone.
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
-    pub daemon_sets: Store<DaemonSet>,
-    pub templates: Store<ResourceClaimTemplate>,
-    pub service_accounts: Store<ServiceAccount>,
-    pub cluster_roles: Store<ClusterRole>,
-    pub cluster_role_bindings: Store<ClusterRoleBinding>,
-    pub admission_policies: Store<ValidatingAdmissionPolicy>,
-    pub admission_policy_bindings: Store<ValidatingAdmissionPolicyBinding>,
-    pub device_classes: Store<DeviceClass>,
+    pub owned: Owned,
     /// The Neuron driver's ResourceSlices, trimmed to what health and capacity read.
     pub slices: Store<SliceView>,
     /// The EFA driver's ResourceSlices, for capacity (EFA alignment).
@@ -58,14 +65,7 @@ impl Stores {
         let _ = futures::join!(
             self.nodes.wait_until_ready(),
             self.namespaces.wait_until_ready(),
-            self.daemon_sets.wait_until_ready(),
-            self.templates.wait_until_ready(),
-            self.service_accounts.wait_until_ready(),
-            self.cluster_roles.wait_until_ready(),
-            self.cluster_role_bindings.wait_until_ready(),
-            self.admission_policies.wait_until_ready(),
-            self.admission_policy_bindings.wait_until_ready(),
-            self.device_classes.wait_until_ready(),
+            self.owned.wait_ready(),
             self.slices.wait_until_ready(),
             self.efa_slices.wait_until_ready(),
             self.claims.wait_until_ready(),

@@ -5,6 +5,7 @@ pub mod capacity;
 pub mod catalog;
 pub mod conflict;
 pub mod health;
+pub mod image;
 pub mod nodes;
 pub mod remediation;
 pub mod rollout;

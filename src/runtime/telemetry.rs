@@ -69,42 +69,40 @@ pub struct Metrics {
     pub remediation_failing_nodes: Family<ConfigLabels, Gauge>,
     pub remediated_nodes: Family<ConfigLabels, Gauge>,
     pub remediation_held_back_nodes: Family<ConfigLabels, Gauge>,
+    /// Every gauge labelled by config alone.
+    per_config: Vec<Family<ConfigLabels, Gauge>>,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("neuron_dra_operator");
+        // Every per-config gauge is registered through here, so a deleted config's series all go (`forget`).
+        let mut per_config = Vec::new();
+        let mut config_gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let family = Family::<ConfigLabels, Gauge>::default();
+            registry.register(name, help, family.clone());
+            per_config.push(family.clone());
+            family
+        };
         let reconciles = Family::<ConfigLabels, Counter>::default();
         let reconcile_errors = Family::<ErrorLabels, Counter>::default();
         let reconcile_duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
-        let managed_objects = Family::<ConfigLabels, Gauge>::default();
         let api_requests = Family::<RequestLabels, Counter>::default();
-        let nodes = Family::<ConfigLabels, Gauge>::default();
-        let devices = Family::<ConfigLabels, Gauge>::default();
-        let unhealthy_devices = Family::<ConfigLabels, Gauge>::default();
         let template_available = Family::<TemplateLabels, Gauge>::default();
         let template_allocated = Family::<TemplateLabels, Gauge>::default();
-        let driver_desired_nodes = Family::<ConfigLabels, Gauge>::default();
-        let driver_ready_nodes = Family::<ConfigLabels, Gauge>::default();
-        let driver_updated_nodes = Family::<ConfigLabels, Gauge>::default();
-        let driver_rollout_halted = Family::<ConfigLabels, Gauge>::default();
-        let templates = Family::<ConfigLabels, Gauge>::default();
         let condition = Family::<ConditionLabels, Gauge>::default();
-        let remediation_failing_nodes = Family::<ConfigLabels, Gauge>::default();
-        let remediated_nodes = Family::<ConfigLabels, Gauge>::default();
-        let remediation_held_back_nodes = Family::<ConfigLabels, Gauge>::default();
         registry.register("reconciles", "Reconciles per config", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
         registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
-        registry.register("managed_objects", "Objects a config owns", managed_objects.clone());
+        let managed_objects = config_gauge(&mut registry, "managed_objects", "Objects a config owns");
         registry.register(
             "api_requests",
             "Requests this process sent to the API server, by verb and resource",
             api_requests.clone(),
         );
-        registry.register("nodes", "Nodes a config selects", nodes.clone());
-        registry.register("devices", "Neuron devices on the nodes a config selects", devices.clone());
-        registry.register("unhealthy_devices", "Unhealthy Neuron devices per config", unhealthy_devices.clone());
+        let nodes = config_gauge(&mut registry, "nodes", "Nodes a config selects");
+        let devices = config_gauge(&mut registry, "devices", "Neuron devices on the nodes a config selects");
+        let unhealthy_devices = config_gauge(&mut registry, "unhealthy_devices", "Unhealthy Neuron devices per config");
         registry.register(
             "template_available",
             "How many more claims of a profile's template the config's nodes can satisfy now",
@@ -115,38 +113,36 @@ impl Default for Metrics {
             "Claims made from a profile's template that hold devices now",
             template_allocated.clone(),
         );
-        registry.register(
-            "driver_desired_nodes",
-            "Nodes that should run a config's kubelet plugin",
-            driver_desired_nodes.clone(),
-        );
-        registry.register("driver_ready_nodes", "Nodes whose kubelet plugin pod is ready", driver_ready_nodes.clone());
-        registry.register(
+        let driver_desired_nodes =
+            config_gauge(&mut registry, "driver_desired_nodes", "Nodes that should run a config's kubelet plugin");
+        let driver_ready_nodes =
+            config_gauge(&mut registry, "driver_ready_nodes", "Nodes whose kubelet plugin pod is ready");
+        let driver_updated_nodes = config_gauge(
+            &mut registry,
             "driver_updated_nodes",
             "Nodes running a config's current kubelet plugin version",
-            driver_updated_nodes.clone(),
         );
-        registry.register(
+        let driver_rollout_halted = config_gauge(
+            &mut registry,
             "driver_rollout_halted",
             "1 while a config's stepped plugin rollout is halted, else 0",
-            driver_rollout_halted.clone(),
         );
-        registry.register("templates", "ResourceClaimTemplates a config has in place", templates.clone());
+        let templates = config_gauge(&mut registry, "templates", "ResourceClaimTemplates a config has in place");
         registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
-        registry.register(
+        let remediation_failing_nodes = config_gauge(
+            &mut registry,
             "remediation_failing_nodes",
             "Selected nodes reporting a Neuron hardware problem, with a remediation policy",
-            remediation_failing_nodes.clone(),
         );
-        registry.register(
+        let remediated_nodes = config_gauge(
+            &mut registry,
             "remediated_nodes",
             "Nodes whose Neuron devices a config's remediation taints now",
-            remediated_nodes.clone(),
         );
-        registry.register(
+        let remediation_held_back_nodes = config_gauge(
+            &mut registry,
             "remediation_held_back_nodes",
             "Failing nodes a config's remediation leaves untainted because its budget is spent",
-            remediation_held_back_nodes.clone(),
         );
         Self {
             registry,
@@ -169,11 +165,21 @@ impl Default for Metrics {
             remediation_failing_nodes,
             remediated_nodes,
             remediation_held_back_nodes,
+            per_config,
         }
     }
 }
 
 impl Metrics {
+    /// Drops a deleted config's series of the counters and gauges labelled by config alone.
+    pub fn forget(&self, config: &str) {
+        let labels = ConfigLabels { config: config.to_string() };
+        self.reconciles.remove(&labels);
+        for gauge in &self.per_config {
+            gauge.remove(&labels);
+        }
+    }
+
     pub fn encode(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");

@@ -6,7 +6,8 @@ use std::fmt::Debug;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -82,12 +83,14 @@ pub enum ApplyError {
     Apply { kind: String, name: String, source: kube::Error },
     #[error("deleting {kind} {name}: {}", brief(.source))]
     Delete { kind: String, name: String, source: kube::Error },
+    #[error("replacing plugin pod {name}: {}", brief(.source))]
+    Evict { name: String, source: kube::Error },
 }
 
 impl ApplyError {
     pub fn source_error(&self) -> &kube::Error {
         match self {
-            Self::Apply { source, .. } | Self::Delete { source, .. } => source,
+            Self::Apply { source, .. } | Self::Delete { source, .. } | Self::Evict { source, .. } => source,
         }
     }
 
@@ -96,6 +99,7 @@ impl ApplyError {
         api_category(self.source_error()).unwrap_or(match self {
             Self::Apply { .. } => "ApplyFailed",
             Self::Delete { .. } => "DeleteFailed",
+            Self::Evict { .. } => "EvictFailed",
         })
     }
 }
@@ -316,6 +320,34 @@ impl Applier {
         }
         delete_as(dt, api, &name).await?;
         self.expectations.wrote(key, cached.meta().resource_version.clone());
+        Ok(true)
+    }
+
+    /// Deletes plugin pod `name` if it is still the pod `uid` (one gone or replaced meanwhile counts as done).
+    /// Returns false (and sends nothing) while an earlier eviction of that pod has not reached the cache: the cache
+    /// keeps no resourceVersion of pods, so the uid stands for the state the eviction replaced.
+    pub async fn evict(
+        &self,
+        api: &Api<Pod>,
+        namespace: &str,
+        name: &str,
+        uid: Option<String>,
+    ) -> Result<bool, ApplyError> {
+        let key = object_key::<Pod>(name, Some(namespace));
+        if !self.expectations.settled(&key, uid.as_deref()) {
+            return Ok(false);
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: uid.clone(), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => {}
+            // Already gone (or replaced): the DaemonSet controller is on it.
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(source) => return Err(ApplyError::Evict { name: name.into(), source }),
+        }
+        self.expectations.wrote(key, uid);
         Ok(true)
     }
 }

@@ -1,7 +1,93 @@
-//! The write layer: every change the operator makes to the cluster goes through here.
+//! The write layer: every change the operator makes to the cluster goes through here. `execute` carries out one
+//! plan in one `Pass`: the plugin's objects and the templates, remediation's rules, the rollout step's plugin pods,
+//! then whatever the config has and no longer wants.
 
 pub mod apply;
 pub mod operands;
-pub mod plugin_pods;
+pub mod pass;
 pub mod publish;
-pub mod taint_rules;
+pub mod report;
+
+use crate::api::labels::MANAGER;
+use crate::controller::Context;
+use crate::controller::plan::{Driver, NamespaceState, Plan};
+use apply::shared_manager;
+use pass::Pass;
+use report::Report;
+
+/// Carries out `plan`: every write of one reconcile, and what each did.
+pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
+    let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
+    // The driver and the templates do not depend on each other: written at the same time, the DaemonSet
+    // controller sees the plugin while the templates are still being created.
+    let mut templates = pass.fork();
+    tokio::join!(install_driver(plan, &mut pass), templates.ensure_templates(&plan.desired.templates));
+    pass.join(templates);
+    for rule in plan.remediation.rules() {
+        pass.ensure(rule, MANAGER).await;
+    }
+    pass.delete_unclaimed().await;
+    if driver(plan, &pass.report) == Driver::Apply {
+        pass.evict(&plan.rollout.evict, &plan.config.spec.driver.namespace).await;
+    }
+    pass.report
+}
+
+/// The plugin's state as the pass left it: the plan's, unless a write found the driver namespace being deleted
+/// before the cache showed it.
+pub fn driver(plan: &Plan, report: &Report) -> Driver {
+    match plan.driver {
+        Driver::Apply if report.namespace_terminating => Driver::WaitingForNamespace,
+        driver => driver,
+    }
+}
+
+/// The plugin's objects: the Namespace first; then, at the same time, its ServiceAccount, its RBAC, the fence
+/// (admission policy and binding) and the DeviceClass; the DaemonSet last, and only once its rights and its fence
+/// are in place, so the plugin never runs unfenced or without its rights (a failed fence write keeps the DaemonSet
+/// as it is). Nothing goes into a namespace being deleted; what is there is kept until it can be created anew.
+async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) {
+    let desired = &plan.desired;
+    let usable = match plan.driver_namespace {
+        NamespaceState::Missing => pass.ensure(&desired.namespace, MANAGER).await,
+        NamespaceState::Exists => true,
+        NamespaceState::Terminating => false,
+    };
+    let (mut rbac, mut fence, mut class) = (pass.fork(), pass.fork(), pass.fork());
+    let class_manager = shared_manager(&plan.config.name);
+    let (usable, (), (), ()) = tokio::join!(
+        async {
+            if usable {
+                pass.ensure(&desired.service_account, MANAGER).await
+            } else {
+                pass.claim(&desired.service_account);
+                false
+            }
+        },
+        async {
+            rbac.ensure(&desired.cluster_role, MANAGER).await;
+            rbac.ensure(&desired.cluster_role_binding, MANAGER).await;
+        },
+        async {
+            fence.ensure(&desired.admission_policy, MANAGER).await;
+            fence.ensure(&desired.admission_policy_binding, MANAGER).await;
+        },
+        async {
+            class.ensure(&desired.device_class, &class_manager).await;
+            if let Some(extended) = &desired.extended_resource_class {
+                class.ensure(extended, &class_manager).await;
+            }
+        },
+    );
+    let fenced = fence.report.errors.is_empty();
+    for fork in [rbac, fence, class] {
+        pass.join(fork);
+    }
+    match plan.driver {
+        Driver::BlockedByConflict => {}
+        _ if usable && fenced => {
+            pass.ensure(&desired.daemon_set, MANAGER).await;
+        }
+        _ => pass.claim(&desired.daemon_set),
+    }
+}

@@ -65,6 +65,9 @@ pub struct World {
     pub device_classes: Vec<DeviceClass>,
     /// DeviceTaintRules (`v1`); None: the server serves none.
     pub taint_rules: Option<Vec<crate::cluster::taint_rule::TaintRuleView>>,
+    pub slices: Vec<SliceView>,
+    pub plugin_pods: Vec<PodView>,
+    pub revisions: Vec<k8s_openapi::api::apps::v1::ControllerRevision>,
 }
 
 /// Gives an object the resourceVersion a cached copy has.
@@ -107,6 +110,12 @@ impl World {
         self
     }
 
+    /// The snapshot a reconcile would take of this world.
+    pub fn snapshot(&self) -> crate::controller::snapshot::Snapshot {
+        let taint_rules = self.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource());
+        crate::controller::snapshot::Snapshot::new(&self.stores(), taint_rules)
+    }
+
     pub fn stores(&self) -> Stores {
         Stores {
             configs: store(self.configs.iter().cloned().map(guarded).collect()),
@@ -117,23 +126,25 @@ impl World {
                     .map(|ns| kube::core::PartialObjectMetaExt::into_response_partial(ns.metadata.clone()))
                     .collect::<Vec<_>>(),
             ),
-            daemon_sets: store(self.daemon_sets.clone()),
-            templates: store(self.templates.clone()),
-            service_accounts: store(self.service_accounts.clone()),
-            cluster_roles: store(self.cluster_roles.clone()),
-            cluster_role_bindings: store(self.cluster_role_bindings.clone()),
-            admission_policies: store(self.admission_policies.clone()),
-            admission_policy_bindings: store(self.admission_policy_bindings.clone()),
-            device_classes: store(self.device_classes.clone()),
-            slices: store(Vec::<SliceView>::new()),
+            owned: crate::controller::stores::Owned {
+                daemon_sets: store(self.daemon_sets.clone()),
+                templates: store(self.templates.clone()),
+                service_accounts: store(self.service_accounts.clone()),
+                cluster_roles: store(self.cluster_roles.clone()),
+                cluster_role_bindings: store(self.cluster_role_bindings.clone()),
+                admission_policies: store(self.admission_policies.clone()),
+                admission_policy_bindings: store(self.admission_policy_bindings.clone()),
+                device_classes: store(self.device_classes.clone()),
+            },
+            slices: store(self.slices.clone()),
             efa_slices: store(Vec::<SliceView>::new()),
             claims: store(Vec::new()),
             taint_rules: store_of(
                 crate::cluster::taint_rule::v1_resource(),
                 self.taint_rules.clone().unwrap_or_default(),
             ),
-            plugin_pods: store(Vec::<PodView>::new()),
-            revisions: store(Vec::new()),
+            plugin_pods: store(self.plugin_pods.clone()),
+            revisions: store(self.revisions.clone()),
             validations: Default::default(),
         }
     }
@@ -220,8 +231,8 @@ impl Fixture {
             metrics: Arc::new(Metrics::default()),
             capabilities: Default::default(),
             taint_rules: world.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource()),
-            remediation: Default::default(),
             failures: Default::default(),
+            held_back_seen: Default::default(),
             unparseable: Default::default(),
             unhealthy_seen: Default::default(),
             in_use_seen: Default::default(),

@@ -1,10 +1,12 @@
 //! Reconcile tests without a cluster: caches from fixtures, a mock API server, and the exact requests a reconcile
 //! sends. The real-server behaviour is covered by `tests/controller.rs`; these pin down the decisions.
 
+mod fence;
 mod fixtures;
 mod logs;
 mod plan;
 mod remediation;
+mod steps;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -207,7 +209,7 @@ async fn a_failed_status_write_is_retried() {
     let fixture = Fixture::new(&converged(&c));
     fixture.fail(STATUS, 500, "etcd is away", 1);
     let error = fixture.reconcile(&c).await.unwrap_err();
-    assert_eq!(error.category(), "StatusFailed");
+    assert_eq!(error.metric_label(), "StatusFailed");
     let action = super::error_policy(std::sync::Arc::new(fixtures::guarded(c.clone())), &error, fixture.ctx.clone());
     assert_eq!(action, kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(1)));
     assert_eq!(fixture.lines(), [STATUS, EVENT]);

@@ -7,6 +7,9 @@ use super::{config, config_at, nodes};
 use crate::controller::plan::{Driver, Mode, NamespaceState, Plan};
 use crate::logic::status::Validity;
 
+/// The plans' clock: any time after the fixtures' configs were created.
+pub const NOW: i64 = 1_767_400_000;
+
 fn terminating(name: &str) -> k8s_openapi::api::core::v1::Namespace {
     let deleted = json!({"name": name, "deletionTimestamp": "2026-01-01T00:00:00Z"});
     serde_json::from_value(json!({"metadata": deleted, "status": {"phase": "Terminating"}})).unwrap()
@@ -16,7 +19,7 @@ fn terminating(name: &str) -> k8s_openapi::api::core::v1::Namespace {
 fn a_plain_config_applies_everything_into_existing_namespaces() {
     let c = config(json!({"templates": {"namespaces": ["team-a", "absent"]}}));
     let world = World::with_namespaces(&["team-a", "neuron-dra-driver"]);
-    let plan = Plan::new(&c, &world.stores()).unwrap();
+    let plan = Plan::new(&c, &world.snapshot(), NOW).unwrap();
     assert_eq!((plan.mode, plan.driver, plan.driver_namespace), (Mode::Normal, Driver::Apply, NamespaceState::Exists));
     assert_eq!(plan.namespaces, ["team-a"]);
     assert_eq!(plan.missing_namespaces, ["absent"]);
@@ -34,13 +37,13 @@ fn the_namespaces_decide_where_templates_go_and_whether_the_driver_waits() {
     world
         .namespaces
         .push(serde_json::from_value(json!({"metadata": {"name": "picked", "labels": {"ml": "yes"}}})).unwrap());
-    let plan = Plan::new(&c, &world.stores()).unwrap();
+    let plan = Plan::new(&c, &world.snapshot(), NOW).unwrap();
     assert_eq!(plan.mode, Mode::Paused);
     assert_eq!((plan.driver, plan.driver_namespace), (Driver::WaitingForNamespace, NamespaceState::Terminating));
     assert_eq!(plan.namespaces, ["picked", "team-a"], "terminating namespaces get no templates");
     assert!(plan.missing_namespaces.is_empty());
 
-    let plan = Plan::new(&c, &World::with_namespaces(&["team-a"]).stores()).unwrap();
+    let plan = Plan::new(&c, &World::with_namespaces(&["team-a"]).snapshot(), NOW).unwrap();
     assert_eq!((plan.driver, plan.driver_namespace), (Driver::Apply, NamespaceState::Missing));
 }
 
@@ -51,13 +54,13 @@ fn an_older_config_keeps_its_nodes_and_templates() {
     let mut world = World::with_namespaces(&["team-a", "team-b", "neuron-dra-driver"]);
     world.configs = vec![older.clone(), newer.clone()];
     world.nodes = nodes(2);
-    let plan = Plan::new(&newer, &world.stores()).unwrap();
+    let plan = Plan::new(&newer, &world.snapshot(), NOW).unwrap();
     assert_eq!(plan.driver, Driver::BlockedByConflict);
     assert_eq!(plan.conflicts.nodes.len(), 2);
-    let templates: Vec<String> = plan.desired.templates.iter().map(super::super::act::operands::key).collect();
+    let templates: Vec<String> = plan.desired.templates.iter().map(crate::controller::act::operands::key).collect();
     assert_eq!(templates, ["team-b/pretrain"], "team-a/pretrain is the older config's");
     assert!(matches!(plan.validity(), Validity::Conflict(_)));
-    let plan = Plan::new(&older, &world.stores()).unwrap();
+    let plan = Plan::new(&older, &world.snapshot(), NOW).unwrap();
     assert_eq!((plan.driver, plan.conflicts.is_empty()), (Driver::Apply, true), "the older one wins");
 }
 
@@ -66,6 +69,6 @@ fn an_invalid_spec_plans_nothing() {
     let c = config(
         json!({"profiles": [{"name": "p", "training": {"instanceType": "trn1.32xlarge", "logicalNeuronCore": 2}}]}),
     );
-    let error = Plan::new(&c, &World::default().stores()).unwrap_err();
+    let error = Plan::new(&c, &World::default().snapshot(), NOW).unwrap_err();
     assert!(error.to_string().contains("logicalNeuronCore"), "{error}");
 }

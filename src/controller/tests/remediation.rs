@@ -36,7 +36,7 @@ async fn a_failing_node_gets_one_rule_and_then_nothing_is_written() {
     let fixture = Fixture::new(&world);
     fixture.reconcile(&c).await.unwrap();
     let patch = format!("PATCH {RULE}");
-    assert_eq!(fixture.lines(), [patch.as_str(), EVENT, STATUS]);
+    assert_eq!(fixture.lines(), [patch.as_str(), STATUS, EVENT], "the event goes out with the status");
     assert_eq!(fixture.event_reasons(), ["Remediated"]);
     let rule = fixture.sent().into_iter().find(|s| s.path == RULE).unwrap().body;
     assert_eq!(rule["spec"]["deviceSelector"], json!({"driver": "neuron.aws.com", "pool": "n-0"}));

@@ -81,7 +81,7 @@ async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod, plugin: boo
 /// The tag of the plugin container's image (`…:1.2.0` → `1.2.0`).
 fn plugin_tag(pod: &Pod) -> Option<String> {
     let image = pod.spec.as_ref()?.containers.first()?.image.as_deref()?;
-    Some(crate::logic::rollout::image_label(image))
+    Some(crate::logic::image::label(image))
 }
 
 /// Publishes the node's Neuron slice as plugin version `tag` would: `draDriverVersion` is the tag, and a

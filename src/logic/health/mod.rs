@@ -65,7 +65,7 @@ pub struct Assessment {
 }
 
 pub fn assess(inputs: &Inputs) -> Assessment {
-    let expected_version = image_version(&inputs.spec.driver.image);
+    let expected_version = crate::logic::image::semver(&inputs.spec.driver.image);
     let mut summary = DeviceSummary::default();
     let mut devices: Vec<(Option<i64>, UnhealthyDevice)> = Vec::new();
     let mut informational: Vec<UnhealthyDevice> = Vec::new();
@@ -210,12 +210,8 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
             ),
         ));
     }
-    for condition in &status.conditions {
-        let kind = match (condition.type_.as_str(), condition.status.as_str()) {
-            (NEURON_HEALTH, "True") => NEURON_HEALTH,
-            (crate::cluster::ACCELERATED_HARDWARE_READY, "False") => ACCELERATED_HARDWARE_NOT_READY,
-            _ => continue,
-        };
+    for condition in status.conditions.iter().filter(|c| c.reports_hardware_problem()) {
+        let kind = if condition.type_ == NEURON_HEALTH { NEURON_HEALTH } else { ACCELERATED_HARDWARE_NOT_READY };
         let reason = condition.reason.clone().unwrap_or_default();
         let message = condition.message.clone().unwrap_or_default();
         issues.push(issue(&name, kind, format!("{reason}: {message}")));
@@ -228,13 +224,6 @@ pub fn kubelet_has_dra_regression(version: &str) -> bool {
     ["1.34.0", "1.34.1"]
         .iter()
         .any(|bad| v.strip_prefix(bad).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit())))
-}
-
-/// The semver tag of the configured image, if it has one (`…/neuron-dra-driver:1.1.0` → `1.1.0`).
-pub fn image_version(image: &str) -> Option<String> {
-    let last = image.rsplit('/').next()?;
-    let tag = last.split('@').next()?.split_once(':')?.1.trim_start_matches('v');
-    (tag.split('.').count() == 3 && tag.split('.').all(|p| p.parse::<u64>().is_ok())).then(|| tag.to_string())
 }
 
 /// The first NoSchedule/NoExecute taint on a device, from its slice or a matching DeviceTaintRule:

@@ -271,9 +271,6 @@ fn only_selected_nodes_count() {
 
 #[test]
 fn versions_and_regressions_parse() {
-    assert_eq!(image_version("public.ecr.aws/neuron/neuron-dra-driver:1.1.0").as_deref(), Some("1.1.0"));
-    assert_eq!(image_version("registry:5000/neuron-dra-driver").as_deref(), None);
-    assert_eq!(image_version("x/neuron-dra-driver:latest"), None);
     assert!(kubelet_has_dra_regression("v1.34.0"));
     assert!(kubelet_has_dra_regression("v1.34.1-eks-1234"));
     assert!(!kubelet_has_dra_regression("v1.34.10"));

@@ -16,7 +16,6 @@ use kube::core::{Object, TypeMeta};
 use crate::api::{RemediatedNode, RemediationEffect, RemediationPolicy, RemediationStatus};
 use crate::cluster::NodeView;
 use crate::cluster::taint_rule::{TaintRuleSpec, TaintRuleView, TaintSelector};
-use crate::cluster::{ACCELERATED_HARDWARE_READY, NEURON_HEALTH};
 use crate::logic::build::{self, NEURON_DRIVER};
 use crate::logic::health::MAX_LISTED;
 use crate::logic::validate::ValidatedConfig;
@@ -40,10 +39,7 @@ pub fn problem(node: &NodeView) -> Option<Problem> {
     node.status
         .conditions
         .iter()
-        .filter(|c| {
-            (c.type_ == NEURON_HEALTH && c.status == "True")
-                || (c.type_ == ACCELERATED_HARDWARE_READY && c.status == "False")
-        })
+        .filter(|c| c.reports_hardware_problem())
         .map(|c| Problem {
             node: node.name_any(),
             condition: c.type_.clone(),

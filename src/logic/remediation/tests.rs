@@ -1,5 +1,6 @@
 use super::*;
 use crate::api::{NeuronDRAConfig, remediation_problems};
+use crate::cluster::ACCELERATED_HARDWARE_READY;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 

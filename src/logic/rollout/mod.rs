@@ -35,17 +35,8 @@ pub struct Revision {
 impl Revision {
     /// How the status names it: the image tag or digest.
     pub fn version(&self) -> String {
-        self.image.as_deref().map(image_label).unwrap_or_else(|| self.hash.clone())
+        self.image.as_deref().map(crate::logic::image::label).unwrap_or_else(|| self.hash.clone())
     }
-}
-
-/// The tag (`…:1.2.0` → `1.2.0`) or the digest (`sha256:0123456789ab`) of an image reference.
-pub fn image_label(image: &str) -> String {
-    if let Some((_, digest)) = image.split_once('@') {
-        return digest.chars().take(19).collect();
-    }
-    let last = image.rsplit('/').next().unwrap_or(image);
-    last.split_once(':').map_or_else(|| image.to_string(), |(_, tag)| tag.to_string())
 }
 
 /// A plugin pod as the rollout reads it.

@@ -2,11 +2,12 @@
 
 use super::Reason;
 use crate::api::{DriverStatus, RolloutState};
-use crate::logic::rollout::{halt_message, image_label};
+use crate::logic::image;
+use crate::logic::rollout::halt_message;
 
 /// DriverReady from the driver's figures: "12/40 nodes on 1.2.0, 38 ready", and the halt or step of a rollout.
 pub fn driver_condition(status: &DriverStatus) -> (bool, Reason, String) {
-    let version = status.image.as_deref().map(image_label).unwrap_or_default();
+    let version = status.image.as_deref().map(image::label).unwrap_or_default();
     let figures =
         format!("{}/{} nodes on {version}, {} ready", status.updated_nodes, status.desired_nodes, status.ready_nodes);
     match &status.rollout {

@@ -1,4 +1,12 @@
-//! plan (pure over the caches): what one reconcile of one config will do, decided before anything is written.
+//! plan (pure over the snapshot): everything one reconcile of one config will do, decided before anything is
+//! written: the objects it wants, the plugin's rollout step and remediation's rules. The act layer carries it out;
+//! the status and the events are derived from it and what the act did.
+
+mod remediation;
+mod rollout;
+
+pub use remediation::{Decided, Remediation};
+pub use rollout::Step;
 
 use std::collections::BTreeSet;
 
@@ -8,6 +16,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::Stores;
+use super::snapshot::Snapshot;
 use crate::api::NeuronDRAConfig;
 use crate::logic::build::{self, Desired};
 use crate::logic::conflict::{self, Claimant, Conflicts};
@@ -61,11 +70,16 @@ pub struct Plan {
     pub namespaces: Vec<String>,
     /// Namespaces the spec lists that do not exist.
     pub missing_namespaces: Vec<String>,
+    /// The plugin's versions and rollout step (nothing unless the plugin is applied).
+    pub rollout: Step,
+    pub remediation: Remediation,
 }
 
 impl Plan {
-    /// Validates `config` and decides against the caches; a spec that fails validation plans nothing.
-    pub fn new(config: &NeuronDRAConfig, stores: &Stores) -> Result<Plan, InvalidConfig> {
+    /// Validates `config` and decides against the snapshot at `now` (seconds); a spec that fails validation plans
+    /// nothing.
+    pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, InvalidConfig> {
+        let stores = &snapshot.stores;
         let validated = validate(config)?;
         let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
         let conflicts = conflicts_of(config, &validated, stores);
@@ -85,8 +99,15 @@ impl Plan {
         } else {
             Driver::Apply
         };
+        let mode = if config.spec.paused { Mode::Paused } else { Mode::Normal };
+        let previous = config.status.as_ref();
+        let rollout = match driver {
+            Driver::Apply => rollout::step(&validated, &desired.daemon_set, mode, previous, snapshot, now),
+            _ => Step::default(),
+        };
+        let remediation = remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot);
         Ok(Plan {
-            mode: if config.spec.paused { Mode::Paused } else { Mode::Normal },
+            mode,
             config: validated,
             desired,
             driver,
@@ -94,6 +115,8 @@ impl Plan {
             conflicts,
             namespaces,
             missing_namespaces,
+            rollout,
+            remediation,
         })
     }
 

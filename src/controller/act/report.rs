@@ -1,0 +1,91 @@
+//! What one pass did, for the status and the events: every write by outcome, and every write that failed.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use super::apply::{ApplyError, Outcome};
+
+/// One object a pass wrote: its kind and `namespace/name` (`name` when cluster-scoped).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Written {
+    pub kind: String,
+    pub key: String,
+}
+
+impl fmt::Display for Written {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.key)
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub created: Vec<Written>,
+    pub updated: Vec<Written>,
+    pub replaced: Vec<Written>,
+    pub deleted: Vec<Written>,
+    /// Plugin pods deleted for a rollout step (`namespace/name`).
+    pub evicted: Vec<String>,
+    pub errors: Vec<ApplyError>,
+    /// (namespace/name) of claimed templates now in place.
+    pub templates_in_place: BTreeSet<String>,
+    /// Some earlier write has not reached the cache yet: look again shortly.
+    pub pending: bool,
+    /// A write found the driver namespace being deleted (the cache had not shown it yet).
+    pub namespace_terminating: bool,
+}
+
+impl Report {
+    /// Records an apply's outcome; false when it failed.
+    pub(super) fn record(&mut self, what: Written, outcome: Result<Outcome, ApplyError>) -> bool {
+        match outcome {
+            Ok(Outcome::Created) => self.created.push(what),
+            Ok(Outcome::Updated) => self.updated.push(what),
+            Ok(Outcome::Unchanged) => {}
+            Ok(Outcome::Pending) => self.pending = true,
+            Err(error) => {
+                self.errors.push(error);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Adds what another pass of the same reconcile did.
+    pub(super) fn absorb(&mut self, other: Report) {
+        self.created.extend(other.created);
+        self.updated.extend(other.updated);
+        self.replaced.extend(other.replaced);
+        self.deleted.extend(other.deleted);
+        self.evicted.extend(other.evicted);
+        self.errors.extend(other.errors);
+        self.templates_in_place.extend(other.templates_in_place);
+        self.pending |= other.pending;
+        self.namespace_terminating |= other.namespace_terminating;
+    }
+
+    pub(super) fn record_delete(&mut self, what: Written, outcome: Result<bool, ApplyError>) {
+        match outcome {
+            Ok(true) => self.deleted.push(what),
+            Ok(false) => self.pending = true,
+            Err(error) => self.errors.push(error),
+        }
+    }
+
+    /// The objects of `kind` created (or deleted, with `deleted`) by name.
+    pub fn names_of<'a>(written: &'a [Written], kind: &'a str) -> impl Iterator<Item = &'a str> {
+        written.iter().filter(move |w| w.kind == kind).map(|w| w.key.as_str())
+    }
+
+    /// Names of the objects of `kind` whose apply failed.
+    pub fn failed_applies(&self, kind: &str) -> BTreeSet<String> {
+        self.errors
+            .iter()
+            .filter_map(|e| match e {
+                ApplyError::Apply { kind: k, name, .. } if k == kind => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
