@@ -36,6 +36,7 @@ const COPIES: &[(&str, &str)] = &[
     ("config/rbac/leader_election_role.yaml", "files/leader_election_role.yaml"),
     ("config/rbac/metrics_auth_role.yaml", "files/metrics_auth_role.yaml"),
     ("config/rbac/metrics_reader_role.yaml", "files/metrics_reader_role.yaml"),
+    ("config/rbac/operator_policy.yaml", "files/operator_policy.yaml"),
     ("config/prometheus/prometheus_rule.yaml", "files/prometheus_rule.yaml"),
     ("config/grafana/neuron-dra-operator.json", "files/neuron-dra-operator.json"),
 ];
