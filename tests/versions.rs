@@ -187,7 +187,8 @@ async fn two_configs_with_one_class_and_different_extended_resources_do_not_figh
     let class = format!("{}.neuron.aws.com", s.id);
     let spec = |resource: &str| {
         json!({
-            "nodeSelector": f.node_selector(), "deviceClassName": class, "extendedResourceName": resource,
+            // No nodeSelector: the scenario's own, which no node matches (the two must overlap in nothing else).
+            "deviceClassName": class, "extendedResourceName": resource,
             "profiles": [{"name": "train", "training": {"devices": 4}}],
         })
     };
