@@ -35,6 +35,7 @@ chart:
 	cp config/rbac/leader_election_role.yaml $(CHART)/files/leader_election_role.yaml
 	cp config/rbac/metrics_auth_role.yaml $(CHART)/files/metrics_auth_role.yaml
 	cp config/rbac/metrics_reader_role.yaml $(CHART)/files/metrics_reader_role.yaml
+	cp config/rbac/operator_policy.yaml $(CHART)/files/operator_policy.yaml
 	cp config/prometheus/prometheus_rule.yaml $(CHART)/files/prometheus_rule.yaml
 	cp config/grafana/neuron-dra-operator.json $(CHART)/files/neuron-dra-operator.json
 

@@ -36,6 +36,7 @@ const COPIES: &[(&str, &str)] = &[
     ("config/rbac/leader_election_role.yaml", "files/leader_election_role.yaml"),
     ("config/rbac/metrics_auth_role.yaml", "files/metrics_auth_role.yaml"),
     ("config/rbac/metrics_reader_role.yaml", "files/metrics_reader_role.yaml"),
+    ("config/rbac/operator_policy.yaml", "files/operator_policy.yaml"),
     ("config/prometheus/prometheus_rule.yaml", "files/prometheus_rule.yaml"),
     ("config/grafana/neuron-dra-operator.json", "files/neuron-dra-operator.json"),
 ];
@@ -132,6 +133,26 @@ fn the_values_schema_rejects_bad_values_naming_them() {
         assert!(out.stderr.contains(field), "{set}: {}", out.stderr);
     }
     helm(&["template", "x", CHART, "--set", "replicas=3"]).ok("a valid value");
+}
+
+/// #26.6: without leader election every replica writes, so the chart refuses two replicas and upgrades by
+/// Recreate (a surge would run a second writer beside the first).
+#[test]
+fn leader_election_off_refuses_two_replicas_and_a_surge() {
+    let out = helm(&["template", "x", CHART, "--set", "leaderElection.enabled=false"]);
+    assert!(!out.success, "two replicas (the default) without leader election were accepted");
+    assert!(
+        out.stderr.contains("replicas: 2 replicas with leaderElection.enabled=false would all write at once"),
+        "{}",
+        out.stderr
+    );
+    let strategy = |sets: &str| {
+        let out = helm(&["template", "x", CHART, "--set", sets, "--show-only", "templates/deployment.yaml"]);
+        parse_all(&out.ok("helm template"))[0]["spec"]["strategy"].clone()
+    };
+    assert_eq!(strategy("leaderElection.enabled=false,replicas=1"), json!({"type": "Recreate"}));
+    let surge = strategy("replicas=3");
+    assert_eq!((surge["type"].as_str(), surge["rollingUpdate"]["maxSurge"].as_i64()), (Some("RollingUpdate"), Some(1)));
 }
 
 /// The default render (release `neuron-dra-operator` in `neuron-dra-operator-system`, CRDs included, monitoring

@@ -176,3 +176,63 @@ async fn an_extended_resource_is_served_by_dra_or_refused() {
     f.delete_pod(&namespace, "legacy").await;
     f.clear().await;
 }
+
+/// Two configs map one DeviceClass to different extended resources: the older keeps `devices.<class>`, the newer
+/// reports the conflict and leaves the class alone (before, both force-applied their own name on every pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_configs_with_one_class_and_different_extended_resources_do_not_fight() {
+    let f = Fleet::start("extconflict", &[]).await;
+    let minor = server_minor(&f).await;
+    let s = &f.scenario;
+    let class = format!("{}.neuron.aws.com", s.id);
+    let spec = |resource: &str| {
+        json!({
+            // No nodeSelector: the scenario's own, which no node matches (the two must overlap in nothing else).
+            "deviceClassName": class, "extendedResourceName": resource,
+            "profiles": [{"name": "train", "training": {"devices": 4}}],
+        })
+    };
+    let (old, new) = (format!("{}-old", s.id), format!("{}-new", s.id));
+    s.apply(&s.config(&old, spec("aws.amazon.com/neuron"))).await.unwrap();
+    if minor < 36 {
+        // The server cannot map extended resources: both are refused before any conflict check (see above).
+        s.wait_condition(&old, "ConfigValid", "False").await;
+        return;
+    }
+    s.wait_condition(&old, "ConfigValid", "True").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // creation times are in seconds
+    s.apply(&s.config(&new, spec("example.com/neuron"))).await.unwrap();
+    let newer = s.wait_condition(&new, "ConfigValid", "False").await;
+    let valid = condition(newer.status.as_ref().unwrap(), "ConfigValid").unwrap();
+    assert_eq!(valid.reason, "Conflict");
+    assert!(
+        valid.message.contains(&format!(
+            "deviceClassName {class} already serves extendedResourceName aws.amazon.com/neuron for {old}"
+        )),
+        "{}",
+        valid.message
+    );
+    // The class keeps the older config's resource and is not rewritten pass after pass.
+    let classes: Api<DeviceClass> = Api::all(s.client.clone());
+    let extended = format!("devices.{class}");
+    let before = classes.get(&extended).await.unwrap();
+    assert_eq!(before.spec.extended_resource_name.as_deref(), Some("aws.amazon.com/neuron"));
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let after = classes.get(&extended).await.unwrap();
+    assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "nobody rewrote the class");
+    assert_eq!(
+        s.configs()
+            .get(&old)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "ConfigValid")
+            .unwrap()
+            .status,
+        "True"
+    );
+    f.clear().await;
+}

@@ -41,12 +41,16 @@ pub struct AllocatedDevicesView {
     pub results: Vec<AllocatedDeviceView>,
 }
 
-/// One allocated device: its driver, pool (the node, for node-local drivers) and name.
+/// One allocated device: its driver, pool (the node, for node-local drivers) and name, and whether the claim has
+/// it with `adminAccess` (monitoring or maintenance: the device stays free for ordinary claims).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
 pub struct AllocatedDeviceView {
     pub driver: String,
     pub pool: String,
     pub device: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_access: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -1,5 +1,7 @@
-//! Conflicts between configs (pure): two configs that select the same node, or put the same template name in the
-//! same namespace. The older config (creation time, then name) wins; the newer one applies nothing that conflicts.
+//! Conflicts between configs (pure): two configs that select the same node, put the same template name in the
+//! same namespace, or serve different extended resources through the same DeviceClass (`devices.<class>`, which
+//! both would otherwise force-apply with their own `extendedResourceName` forever). The older config (creation
+//! time, then name) wins; the newer one applies nothing that conflicts.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +16,18 @@ pub struct Claimant {
     pub nodes: BTreeSet<String>,
     /// (namespace, template name)
     pub templates: BTreeSet<(String, String)>,
+    /// (`deviceClassName`, `extendedResourceName`) when the config serves an extended resource.
+    pub extended_resource: Option<(String, String)>,
+}
+
+/// A DeviceClass an older config already serves another extended resource through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassConflict {
+    /// `deviceClassName`.
+    pub class: String,
+    /// The older config's `extendedResourceName`, and that config.
+    pub resource: String,
+    pub owner: String,
 }
 
 /// What a newer config must leave alone, and to whom.
@@ -23,11 +37,13 @@ pub struct Conflicts {
     pub nodes: BTreeMap<String, String>,
     /// (namespace, template) an older config already owns, with that config's name.
     pub templates: BTreeMap<(String, String), String>,
+    /// The extended-resource DeviceClass, when an older config maps it to another resource.
+    pub extended_resource: Option<ClassConflict>,
 }
 
 impl Conflicts {
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.templates.is_empty()
+        self.nodes.is_empty() && self.templates.is_empty() && self.extended_resource.is_none()
     }
 
     /// One message naming (a bounded number of) the nodes and templates, and the configs that hold them.
@@ -51,6 +67,12 @@ impl Conflicts {
                 winners(&mut self.templates.values())
             ));
         }
+        if let Some(ClassConflict { class, resource, owner }) = &self.extended_resource {
+            parts.push(format!(
+                "deviceClassName {class} already serves extendedResourceName {resource} for {owner}; \
+                 the DeviceClass devices.{class} is not applied"
+            ));
+        }
         parts.join("; ")
     }
 }
@@ -64,6 +86,14 @@ pub fn find_conflicts(me: &Claimant, others: &[Claimant]) -> Conflicts {
         }
         for template in me.templates.intersection(&other.templates) {
             conflicts.templates.entry(template.clone()).or_insert_with(|| other.name.clone());
+        }
+        if let (Some((class, mine)), Some((their_class, theirs))) = (&me.extended_resource, &other.extended_resource)
+            && class == their_class
+            && mine != theirs
+            && conflicts.extended_resource.is_none()
+        {
+            let owner = other.name.clone();
+            conflicts.extended_resource = Some(ClassConflict { class: class.clone(), resource: theirs.clone(), owner });
         }
     }
     conflicts
@@ -79,6 +109,34 @@ mod tests {
             created: (created, name.into()),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             templates: templates.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect(),
+            extended_resource: None,
+        }
+    }
+
+    fn serving(mut claimant: Claimant, class: &str, resource: &str) -> Claimant {
+        claimant.extended_resource = Some((class.into(), resource.into()));
+        claimant
+    }
+
+    #[test]
+    fn one_device_class_cannot_serve_two_extended_resources() {
+        let old = serving(claimant("old", 1, &["n1"], &[]), "neuron.aws.com", "aws.amazon.com/neuron");
+        let new = serving(claimant("new", 2, &["n2"], &[]), "neuron.aws.com", "example.com/neuron");
+        let all = [old.clone(), new.clone()];
+        assert!(find_conflicts(&old, &all).is_empty(), "the older config keeps its class");
+        let found = find_conflicts(&new, &all);
+        assert_eq!(
+            found.message(),
+            "deviceClassName neuron.aws.com already serves extendedResourceName aws.amazon.com/neuron for old; \
+             the DeviceClass devices.neuron.aws.com is not applied"
+        );
+        // The same resource, another class, or no extended resource at all: nothing to fight over.
+        let same = serving(claimant("same", 3, &["n3"], &[]), "neuron.aws.com", "aws.amazon.com/neuron");
+        let other_class = serving(claimant("other", 4, &["n4"], &[]), "trn.example.com", "example.com/neuron");
+        let plain = claimant("plain", 5, &["n5"], &[]);
+        let all = [old, same.clone(), other_class.clone(), plain.clone()];
+        for me in [same, other_class, plain] {
+            assert!(find_conflicts(&me, &all).is_empty(), "{}", me.name);
         }
     }
 

@@ -4,5 +4,6 @@
 pub mod client;
 pub mod crd;
 pub mod leader;
+pub mod reviews;
 pub mod server;
 pub mod telemetry;

@@ -1,7 +1,8 @@
 //! The two servers of `run`: `/healthz` and `/readyz` in plain HTTP for the kubelet's probes, and `/metrics` over
 //! HTTPS for callers the API server vouches for: the bearer token is authenticated with a TokenReview and the
 //! caller must be allowed `get` on the non-resource URL `/metrics` (a SubjectAccessReview), as kubebuilder's
-//! secure metrics server does. One review of each per scrape; nothing is cached.
+//! secure metrics server does. Answers are kept for a short time per token, and only a few reviews run at once
+//! (`reviews`), so scrapes, made-up tokens included, do not cost the API server a review each.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ use kube::api::{Api, PostParams};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::runtime::reviews::Reviews;
 use crate::runtime::telemetry::{Metrics, Readiness};
 
 /// The path, and the verb a caller needs on it, of the metrics endpoint (the `metrics-reader` ClusterRole's rule).
@@ -66,6 +68,7 @@ struct MetricsState {
     metrics: Arc<Metrics>,
     /// None when serving plainly.
     reviewer: Option<Client>,
+    reviews: Arc<Reviews>,
 }
 
 /// Serves `/metrics` until `shutdown` resolves.
@@ -80,7 +83,11 @@ pub async fn serve_metrics(
         MetricsSecurity::Plain => (None, None),
         MetricsSecurity::Https { tls, client } => (Some(tls), Some(client)),
     };
-    let app = Router::new().route(METRICS_PATH, get(metrics_handler)).with_state(MetricsState { metrics, reviewer });
+    let app = Router::new().route(METRICS_PATH, get(metrics_handler)).with_state(MetricsState {
+        metrics,
+        reviewer,
+        reviews: Arc::default(),
+    });
     let Some(tls) = tls else {
         tracing::warn!(%address, "serving /metrics over plain HTTP without authentication (--metrics-secure=false)");
         let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -101,7 +108,10 @@ pub async fn serve_metrics(
 
 async fn metrics_handler(State(state): State<MetricsState>, headers: HeaderMap) -> Response {
     if let Some(client) = &state.reviewer
-        && let Err(refusal) = authorize(client, &headers).await
+        && let Err(refusal) = match bearer_token(&headers) {
+            Some(token) => state.reviews.decide(token, || authorize(client, token)).await,
+            None => Err((StatusCode::UNAUTHORIZED, "Unauthorized: no bearer token\n".into())),
+        }
     {
         return refusal.into_response();
     }
@@ -119,9 +129,8 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 
 /// 401 without a token the API server accepts, 403 when its user may not `get` `/metrics`, 500 when a review
 /// could not be made.
-async fn authorize(client: &Client, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
+async fn authorize(client: &Client, token: &str) -> Result<(), (StatusCode, String)> {
     let unauthorized = |why: &str| (StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}\n"));
-    let token = bearer_token(headers).ok_or_else(|| unauthorized("no bearer token"))?;
     let review = TokenReview {
         spec: TokenReviewSpec { token: Some(token.to_string()), ..Default::default() },
         ..Default::default()

@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use crate::controller::Context;
+use crate::logic::text;
 
 /// Publishes one event; a failure to publish is logged, never fails the reconcile.
 pub async fn publish(
@@ -21,6 +22,15 @@ pub async fn publish(
 /// Publishes a built event (one with a related object, say); a failure to publish is logged, never fails the
 /// reconcile.
 pub async fn send(ctx: &Context, reference: &ObjectReference, event: &Event) {
+    // The API server refuses a note over 1 KiB, and the event with it: cut it instead.
+    let fitted = event.note.as_deref().map(|note| text::fit(note, text::EVENT_NOTE_LIMIT).into_owned());
+    let event = &Event {
+        type_: event.type_,
+        reason: event.reason.clone(),
+        note: fitted,
+        action: event.action.clone(),
+        secondary: event.secondary.clone(),
+    };
     if let Err(error) = ctx.recorder.publish(event, reference).await {
         tracing::warn!(error = %crate::runtime::client::brief(&error), reason = %event.reason, "publishing an event");
     }

@@ -87,6 +87,9 @@ impl Plan {
         desired
             .templates
             .retain(|t| !conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
+        if conflicts.extended_resource.is_some() {
+            desired.extended_resource_class = None;
+        }
         let driver_namespace = match stores.namespaces.get(&ObjectRef::new(&validated.spec.driver.namespace)) {
             None => NamespaceState::Missing,
             Some(ns) if terminating(&ns) => NamespaceState::Terminating,
@@ -168,7 +171,18 @@ fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stor
         .flat_map(|ns| validated.claims.iter().map(move |c| (ns.clone(), c.template.clone())))
         .collect();
     let created = config.meta().creation_timestamp.as_ref().map_or(i64::MAX, |t| t.0.as_second());
-    Claimant { name: validated.name.clone(), created: (created, validated.name.clone()), nodes, templates }
+    let extended_resource = validated
+        .spec
+        .extended_resource_name
+        .clone()
+        .map(|resource| (validated.spec.device_class_name.clone(), resource));
+    Claimant {
+        name: validated.name.clone(),
+        created: (created, validated.name.clone()),
+        nodes,
+        templates,
+        extended_resource,
+    }
 }
 
 /// Conflicts with older configs that are valid and not being deleted.

@@ -165,7 +165,8 @@ pub struct Allocated<'a>(HashMap<&'a str, Vec<(&'a str, &'a str)>>);
 impl<'a> Allocated<'a> {
     pub fn new(claims: &'a [Arc<ClaimView>]) -> Self {
         let mut by_pool: HashMap<&str, Vec<(&str, &str)>> = HashMap::new();
-        for device in claims.iter().flat_map(|c| c.devices()) {
+        // An `adminAccess` allocation does not take the device: the scheduler still hands it to ordinary claims.
+        for device in claims.iter().flat_map(|c| c.devices()).filter(|d| d.admin_access != Some(true)) {
             let device: &AllocatedDeviceView = device;
             by_pool.entry(&device.pool).or_default().push((&device.driver, &device.device));
         }
@@ -201,6 +202,9 @@ impl NodeDevices {
         self.neuron.clear();
         self.efa.clear();
         self.group_ids.iter_mut().for_each(Vec::clear);
+        // An UltraServer node's `neuron_node` entry and its `neuron_device` entries are the same hardware: a claim
+        // on the entry holds every device, a claim on a device leaves no whole node (docs/neuron-driver.md).
+        let (mut node_taken, mut device_taken) = (false, false);
         for slice in slices {
             let driver: &str = &slice.spec.driver;
             let neuron = match driver {
@@ -218,8 +222,22 @@ impl NodeDevices {
                 let taken = held().any(|name| name == &*device.name);
                 let free = !taken && taint_of(slice, device, taint_rules).is_none();
                 let slot = self.slot(device, free, pins);
-                if neuron { self.neuron.push(slot) } else { self.efa.push(slot) }
+                if neuron {
+                    node_taken |= taken && slot.entry == Entry::Node;
+                    device_taken |= taken && slot.entry == Entry::Device;
+                    self.neuron.push(slot);
+                } else {
+                    self.efa.push(slot);
+                }
             }
+        }
+        for slot in &mut self.neuron {
+            let held_by_the_other_kind = match slot.entry {
+                Entry::Device => node_taken,
+                Entry::Node => device_taken,
+                Entry::Other => false,
+            };
+            slot.free &= !held_by_the_other_kind;
         }
     }
 }

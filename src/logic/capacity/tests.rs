@@ -147,6 +147,11 @@ fn ultraserver_claims_take_node_entries_and_pins_filter() {
     let us = with(Count::All, |c| c.kind = ClaimKind::UltraServerNode { nodes: 4 });
     assert_eq!(room(&us, &s, &[]), 1);
     assert_eq!(room(&us, &s, &[claim(&[(NEURON_DRIVER, "neuron-node-0")])]), 0);
+    // The node entry and the devices are one node's hardware: taking either leaves nothing of the other.
+    let one = request(Count::Exactly(1), None);
+    assert_eq!(room(&one, &s, &[]), 16);
+    assert_eq!(room(&one, &s, &[claim(&[(NEURON_DRIVER, "neuron-node-0")])]), 0, "the entry holds every device");
+    assert_eq!(room(&us, &s, &[claim(&[(NEURON_DRIVER, "neuron-device-3")])]), 0, "no whole node is left");
     let pinned = with(Count::All, |c| {
         c.kind = ClaimKind::UltraServerNode { nodes: 4 };
         c.instance_type = Some("trn2.48xlarge".into());
@@ -222,4 +227,14 @@ fn with_fallbacks_each_node_is_counted_with_its_own_choice() {
     };
     assert_eq!(on(&[]), 2, "the trn2 node by the first choice, the trn1 node by the fallback");
     assert_eq!(on(&[claim(&[(NEURON_DRIVER, "neuron-device-3")])]), 1, "the trn2 node is broken, trn1 is left");
+}
+
+#[test]
+fn admin_access_allocations_leave_the_device_free() {
+    let s = slices("trn2.48xlarge", None);
+    let one = request(Count::Exactly(1), None);
+    let mut admin = (*claim(&[(NEURON_DRIVER, "neuron-device-0")])).clone();
+    admin.status.allocation.as_mut().unwrap().devices.results[0].admin_access = Some(true);
+    assert_eq!(room(&one, &s, &[Arc::new(admin)]), 16, "a monitoring claim takes nothing");
+    assert_eq!(room(&one, &s, &[claim(&[(NEURON_DRIVER, "neuron-device-0")])]), 15);
 }
