@@ -105,6 +105,10 @@ test: lint
 ## The real-node tests against the running control plane: starts node-1 (or reuses it), then runs them one at a time
 ## (one node serves them all). docs/local-node.md.
 test-node:
+	@# An operator Deployment another test left (its pods never ran without a node) would start on the node and
+	@# manage every config beside the tests' own operators.
+	kubectl --kubeconfig $(KUBECONFIG_LOCAL) delete deployments -A -l app.kubernetes.io/name=neuron-dra-operator \
+	  --ignore-not-found --wait=true >/dev/null
 	$(NODE_SH) up
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored --test-threads=1
 

@@ -350,6 +350,9 @@ async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() 
         let row = table.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{table}"));
         assert_eq!(row.split_whitespace().nth(1), Some("Ready"), "{row}");
     }
+    // The Deployment's pods never ran here; on a node added later (`make test-node`) they would, and an operator
+    // that manages every config would fight the tests' own.
+    kubectl(&["delete", "deployment", "neuron-dra-operator", "-n", cluster::OPERATOR_NAMESPACE, "--wait=false"]);
 }
 
 /// Under the namespace's `restricted` enforcement the ReplicaSet creates the operator's pods (no kubelet runs
