@@ -197,3 +197,47 @@ async fn a_version_that_loses_a_device_halts_and_a_fixed_image_resumes() {
     assert_eq!(status.devices.unwrap().unhealthy, 0, "every device published again");
     f.clear().await;
 }
+
+/// A halt holds until a new template: a spec that turns invalid in between keeps `status.driver.rollout`, and the
+/// same spec fixed finds the rollout still halted (not restarting the broken revision at the canary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_halt_survives_a_spec_that_turns_invalid_and_is_fixed() {
+    let policy = json!({"canary": 1, "maxUnavailable": 2, "timeout": "10s"});
+    let f = ready_fleet("halt-invalid", 3, policy.clone()).await;
+    apply(&f, "1.2.0-notready", policy.clone()).await;
+    let halted = f.wait_status("the rollout halts", |s| driver_ready(s).1 == "RolloutHalted").await;
+    let halt = halted.driver.as_ref().unwrap().rollout.clone().unwrap();
+    let pods = plugin_pods(&f).await;
+
+    // Accepted by the API server, refused by the operator's catalog (no logical cores of 2 on trn1).
+    let s = &f.scenario;
+    let spec = json!({
+        "nodeSelector": f.node_selector(),
+        "driver": {"image": format!("{IMAGE}:1.2.0-notready"), "rollout": policy.clone()},
+        "profiles": [{"name": "train", "training": {"instanceType": TYPE, "logicalNeuronCore": 2}}],
+    });
+    s.apply(&s.config(&s.id, spec)).await.unwrap();
+    let invalid = f
+        .wait_status("the spec is refused", |s| {
+            s.conditions.iter().any(|c| c.type_ == "ConfigValid" && c.reason == "InvalidSpec")
+        })
+        .await;
+    let kept = invalid.driver.as_ref().and_then(|d| d.rollout.clone());
+    assert_eq!(kept.as_ref(), Some(&halt), "the invalid spec dropped the halted rollout");
+
+    // The typo fixed: the same template, so the same halt; no pod moves.
+    apply(&f, "1.2.0-notready", policy).await;
+    let valid = f
+        .wait_status("the spec is valid again", |s| {
+            s.conditions.iter().any(|c| c.type_ == "ConfigValid" && c.status == "True")
+                && s.conditions.iter().any(|c| c.type_ == "DriverReady" && c.reason != "NotApplied")
+        })
+        .await;
+    assert_eq!(driver_ready(&valid).1, "RolloutHalted");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let status = f.wait_status("the status", |_| true).await;
+    let rollout = status.driver.as_ref().unwrap().rollout.clone().unwrap();
+    assert_eq!((rollout.state, rollout.step, &rollout.revision), (RolloutState::Halted, 1, &halt.revision));
+    assert_eq!(plugin_pods(&f).await, pods, "no plugin pod was replaced: the canary did not start again");
+    f.clear().await;
+}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -20,7 +20,7 @@ use super::plan::{Driver, Mode, Plan};
 use super::snapshot::Snapshot;
 use super::{Context, Error, GuardedConfig, act, events, observe};
 use crate::api::labels::MANAGER;
-use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
+use crate::api::{DriverStatus, NeuronDRAConfig, NeuronDRAConfigStatus};
 use crate::logic::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
 use crate::runtime::telemetry::{ConfigLabels, seconds};
 
@@ -133,15 +133,35 @@ async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) 
         return Ok(Action::await_change());
     }
     tracing::warn!(config = name, error = %invalid.error, "cannot parse config");
-    // The stored status cannot be read either: the whole status is written anew.
+    // The typed status cannot be read either: the whole status is written anew, but for the rollout's record, read
+    // from the raw object, which must outlive the broken spec (a halt holds until a new template).
+    let kept = stored_rollout(name, ctx).await;
     let validity = Validity::Unparseable(invalid.error.clone());
     let observation = observe::not_acted_on(invalid.metadata.generation, false, validity);
-    patch_status(name, &status::compute(None, &observation, status::now()), ctx).await?;
+    patch_status(name, &status::compute(kept.as_ref(), &observation, status::now()), ctx).await?;
     ctx.reported_unparseable(name, &invalid.error);
     let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
     let reason = Reason::Unparseable.as_str();
     super::act::publish::publish(ctx, &reference, EventType::Warning, reason, "Validate", invalid.error.clone()).await;
     Ok(Action::await_change())
+}
+
+/// `status.driver.rollout` of a config the typed client cannot parse, read as a plain object (None when it has
+/// none, or when the read fails: the report goes on without it).
+async fn stored_rollout(name: &str, ctx: &Context) -> Option<NeuronDRAConfigStatus> {
+    let resource = ApiResource::erase::<NeuronDRAConfig>(&());
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+    let object = api
+        .get(name)
+        .await
+        .inspect_err(|error| tracing::warn!(config = name, %error, "cannot read the stored rollout"))
+        .ok()?;
+    let rollout = object.data.pointer("/status/driver/rollout")?.clone();
+    let rollout = serde_json::from_value(rollout).ok()?;
+    Some(NeuronDRAConfigStatus {
+        driver: Some(DriverStatus { rollout: Some(rollout), ..DriverStatus::default() }),
+        ..NeuronDRAConfigStatus::default()
+    })
 }
 
 /// A spec that fails validation, or that this server cannot serve: the status and one event (when the reason is
@@ -194,9 +214,15 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     let (written, ()) =
         tokio::join!(write_status(config, &observation, ctx), events::publish(ctx, &reference, &events));
     written?;
+    // Only now, with the step in the stored status, are its plugin pods deleted (see `act::evict`).
+    let evicted = if driver == Driver::Apply && !plan.rollout.evict.is_empty() {
+        act::evict(&plan, ctx).await
+    } else {
+        Report::default()
+    };
 
-    failed(report.errors)?;
-    if report.pending || driver == Driver::WaitingForNamespace {
+    failed(report.errors.into_iter().chain(evicted.errors).collect())?;
+    if report.pending || evicted.pending || driver == Driver::WaitingForNamespace {
         // Our own writes (or a namespace's deletion) will show up in the cache in a moment; check then.
         return Ok(Action::requeue(Duration::from_secs(1)));
     }

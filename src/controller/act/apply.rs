@@ -11,10 +11,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::api::labels::MANAGER;
 use crate::runtime::client::brief;
+pub use drift::{holds, stamped};
 
 /// What happened to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,28 +119,6 @@ pub fn shared_manager(config: &str) -> String {
     format!("{MANAGER}.{config}")
 }
 
-/// True when every field of `desired` is present in `existing` with the same value. Objects compare key by key,
-/// lists element by element (same length), so server-side defaults and other managers' extra fields do not count
-/// as drift. Owner references only need to contain the desired ones (shared objects have several owners).
-pub fn holds(existing: &Value, desired: &Value) -> bool {
-    match (desired, existing) {
-        (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, want_value)| {
-            let have_value = have.get(key).unwrap_or(&Value::Null);
-            if key == "ownerReferences" { contains_all(have_value, want_value) } else { holds(have_value, want_value) }
-        }),
-        (Value::Array(want), Value::Array(have)) => {
-            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| holds(h, w))
-        }
-        (Value::Null, _) => true,
-        (want, have) => want == have,
-    }
-}
-
-fn contains_all(have: &Value, want: &Value) -> bool {
-    let have = have.as_array().map(Vec::as_slice).unwrap_or_default();
-    want.as_array().into_iter().flatten().all(|w| have.iter().any(|h| holds(h, w)))
-}
-
 /// Server-side apply and delete, remembering each write until the watch cache shows it.
 #[derive(Default)]
 pub struct Applier {
@@ -195,18 +173,12 @@ impl Applier {
         if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
             return Ok(Outcome::Pending);
         }
-        if let Some(existing) = existing {
-            let have = serde_json::to_value(existing).expect("k8s objects serialize");
-            let mut want = serde_json::to_value(desired).expect("k8s objects serialize");
-            // A dynamic object read from a list carries no apiVersion and kind; the type is not drift.
-            if let Some(want) = want.as_object_mut() {
-                want.remove("apiVersion");
-                want.remove("kind");
-            }
-            if holds(&have, &want) {
-                return Ok(Outcome::Unchanged);
-            }
+        if let Some(existing) = existing
+            && drift::in_place(existing, desired, manager)
+        {
+            return Ok(Outcome::Unchanged);
         }
+        let desired = &drift::stamped(desired, manager);
         if create_absent && existing.is_none() {
             self.create_as(dt, api, desired, None, manager).await?;
             return Ok(Outcome::Created);
@@ -260,6 +232,7 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
         let name = desired.name_any();
+        let desired = &drift::stamped(desired, manager);
         let params = PostParams { field_manager: Some(manager.into()), ..PostParams::default() };
         match api.create(&params, desired).await {
             Ok(_) => {
@@ -373,5 +346,6 @@ where
     }
 }
 
+mod drift;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! The write layer: every change the operator makes to the cluster goes through here. `execute` carries out one
-//! plan in one `Pass`: the plugin's objects and the templates, remediation's rules, the rollout step's plugin pods,
-//! then whatever the config has and no longer wants.
+//! plan in one `Pass`: the plugin's objects and the templates, remediation's rules, then whatever the config has
+//! and no longer wants. The rollout step's plugin pods go apart, in `evict`, once the step is in the status.
 
 pub mod apply;
 pub mod operands;
@@ -27,9 +27,16 @@ pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
         pass.ensure(rule, MANAGER).await;
     }
     pass.delete_unclaimed().await;
-    if driver(plan, &pass.report) == Driver::Apply {
-        pass.evict(&plan.rollout.evict, &plan.config.spec.driver.namespace).await;
-    }
+    pass.report
+}
+
+/// Deletes the plugin pods of the plan's rollout step. The reconcile calls it only after the status that records
+/// the step is written (write-ahead): a status write that fails (throttled, the API server away, the operator
+/// killed in between) leaves the pods alone, so the next pass plans the same step again from the same status
+/// instead of moving a second batch while the first is still unrecorded.
+pub async fn evict(plan: &Plan, ctx: &Context) -> Report {
+    let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
+    pass.evict(&plan.rollout.evict, &plan.config.spec.driver.namespace).await;
     pass.report
 }
 

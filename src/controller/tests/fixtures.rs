@@ -71,7 +71,9 @@ pub struct World {
 }
 
 /// Gives an object the resourceVersion a cached copy has.
-fn stored<K: Resource>(mut object: K) -> K {
+/// `object` as the operator's apply left it: stamped with what was applied, at a resourceVersion.
+fn stored<K: Resource + serde::Serialize + Clone>(object: K) -> K {
+    let mut object = crate::controller::act::apply::stamped(&object, crate::api::labels::MANAGER);
     object.meta_mut().resource_version = Some("1".into());
     object
 }

@@ -7,6 +7,7 @@ mod logs;
 mod plan;
 mod remediation;
 mod steps;
+mod unparseable;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -269,29 +270,6 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
         "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c".into(),
     ];
     assert_eq!(lines, expected, "the driver namespace stays; the finalizer goes last");
-}
-
-#[tokio::test]
-async fn an_unparseable_config_is_reported_again_when_its_status_write_failed() {
-    let invalid = kube::core::error_boundary::InvalidObject {
-        error: "spec.profiles[0].training.devices: invalid value: 300".into(),
-        metadata: serde_json::from_value(json!({"name": "c", "uid": "uid-c", "generation": 1})).unwrap(),
-    };
-    let guarded = std::sync::Arc::new(kube::core::DeserializeGuard::<NeuronDRAConfig>(Err(invalid)));
-    let fixture = Fixture::new(&converged(&config(json!({}))));
-    fixture.fail(STATUS, 500, "etcd is away", 1);
-    let reconcile = || super::reconcile::reconcile(guarded.clone(), fixture.ctx.clone());
-    assert!(reconcile().await.is_err(), "the failed status write fails the reconcile");
-    fixture.clear();
-    reconcile().await.unwrap();
-    assert_eq!(fixture.lines(), [STATUS, EVENT], "reported after all");
-    let (valid, reason, message) = condition(&fixture.last_status().unwrap(), "ConfigValid");
-    assert_eq!((valid.as_str(), reason.as_str()), ("False", "Unparseable"));
-    assert!(message.contains("devices: invalid value: 300"), "{message}");
-    assert_eq!(fixture.last_status().unwrap()["phase"], "Degraded");
-    fixture.clear();
-    reconcile().await.unwrap();
-    assert_eq!(fixture.lines(), Vec::<String>::new(), "reported once per distinct error");
 }
 
 #[tokio::test]

@@ -5,9 +5,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::fixtures::World;
+use super::fixtures::{Fixture, World};
 use super::plan::NOW;
-use super::{config, converged, nodes};
+use super::{STATUS, config, converged, nodes};
 use crate::api::{NeuronDRAConfig, RolloutState, RolloutStatus, StepNode};
 use crate::cluster::{PodView, slice_view};
 use crate::controller::plan::{Plan, Remediation};
@@ -117,6 +117,34 @@ fn a_new_template_starts_with_the_canary() {
     assert_eq!((status.step, status.state), (1, RolloutState::Progressing));
     assert_eq!(plan.rollout.revision.as_ref().and_then(|r| r.name.as_deref()), Some("neuron-dra-c-new222"));
     assert_eq!(plan.rollout.versions[0].nodes, 3);
+}
+
+const EVICT_CANARY: &str = "DELETE /api/v1/namespaces/neuron-dra-driver/pods/plugin-n-0-old111";
+
+/// Write-ahead: a step's plugin pods are deleted only once the status records the step. Were they deleted first, a
+/// lost status write would leave the next pass reading no step, and it would move another batch.
+#[tokio::test]
+async fn a_step_is_recorded_in_the_status_before_its_plugin_pods_are_deleted() {
+    let (c, world) = rolling();
+    let fixture = Fixture::new(&world);
+    fixture.fail(STATUS, 500, "etcd is away", 1);
+    assert!(fixture.reconcile(&c).await.is_err(), "the failed status write fails the reconcile");
+    let lines = fixture.lines();
+    assert!(lines.iter().any(|l| l == STATUS), "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("/pods/")),
+        "no plugin pod deleted while the step is unrecorded: {lines:?}"
+    );
+
+    fixture.clear();
+    fixture.reconcile(&c).await.unwrap();
+    let lines = fixture.lines();
+    let status = lines.iter().position(|l| l == STATUS).expect("the step is written");
+    let evict = lines.iter().position(|l| l == EVICT_CANARY).expect("then the canary's pod is deleted");
+    assert!(status < evict, "{lines:?}");
+    assert_eq!(lines.iter().filter(|l| l.contains("/pods/")).count(), 1, "the same one node, not a second batch");
+    let rollout = &fixture.last_status().unwrap()["driver"]["rollout"];
+    assert_eq!((&rollout["step"], &rollout["stepNodes"][0]["node"]), (&json!(1), &json!("n-0")));
 }
 
 #[test]

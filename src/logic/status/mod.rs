@@ -131,7 +131,18 @@ pub fn compute(
     set(ConditionType::ConfigValid, valid, observed.validity.reason(), message);
 
     let (driver_ok, driver_reason, driver_message, driver) = match &observed.rollout {
-        Rollout::NotApplied(why) => (false, Reason::NotApplied, why.clone(), None),
+        // Nothing applied this time (an invalid or conflicting spec, the namespace going): the rollout's record is
+        // kept as stored, so a halt (or a step in flight) survives until a valid spec brings a new template; were it
+        // dropped, fixing a typo would restart the halted revision at the canary.
+        Rollout::NotApplied(why) => {
+            let rollout = previous.and_then(|p| p.driver.as_ref()).and_then(|d| d.rollout.clone());
+            (
+                false,
+                Reason::NotApplied,
+                why.clone(),
+                rollout.map(|r| DriverStatus { rollout: Some(r), ..Default::default() }),
+            )
+        }
         Rollout::Applied { status, observed: false } => {
             (false, Reason::Pending, "waiting for the DaemonSet controller".into(), Some(status.clone()))
         }

@@ -130,3 +130,28 @@ fn names_are_the_api_strings_and_the_readme_explains_each() {
         assert!(table.contains(&format!("| {type_} |")), "README's troubleshooting table lacks {type_}");
     }
 }
+
+#[test]
+fn a_spec_that_is_not_applied_keeps_the_rollout_as_stored() {
+    let halted = crate::api::RolloutStatus {
+        revision: "new222".into(),
+        version: "1.2.0".into(),
+        state: crate::api::RolloutState::Halted,
+        step: 1,
+        step_start_time: None,
+        step_nodes: Vec::new(),
+        failed_nodes: Vec::new(),
+    };
+    let mut first = observation();
+    first.rollout = Rollout::Applied {
+        status: DriverStatus { rollout: Some(halted.clone()), ..DriverStatus::default() },
+        observed: true,
+    };
+    let stored = compute(None, &first, now());
+    let mut invalid = observation();
+    invalid.validity = Validity::InvalidSpec("spec.driver.image: empty".into());
+    invalid.rollout = Rollout::NotApplied("the spec is invalid".into());
+    let status = compute(Some(&stored), &invalid, now());
+    assert_eq!(status.driver.and_then(|d| d.rollout), Some(halted), "the halt outlives the invalid spec");
+    assert_eq!(compute(None, &invalid, now()).driver, None, "and nothing is made up without one");
+}

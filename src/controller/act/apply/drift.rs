@@ -1,0 +1,203 @@
+//! drift: whether the cached object is as this operator last applied it, so the apply can be skipped.
+//!
+//! Two things make "the cache holds every field we want" the wrong test on its own. The API server rewrites
+//! resource quantities to their canonical form (`0.5` → `500m`, `1024Mi` → `1Gi`), so a spec spelled otherwise would
+//! look changed on every reconcile; quantities therefore compare by value. And a field we stop sending (a
+//! `priorityClassName`, a pull secret, a limit) is still in the cache, so the cached object still "holds" the smaller
+//! desired one and nothing would be written: the field would stay until something else changed. Server-side apply
+//! removes exactly the fields our manager owned and no longer sends, but only if we send the apply. So every object
+//! the operator's own manager applies carries the hash of what was applied (`neurondra.io/applied-hash`), and a
+//! different hash is drift. Shared objects (the DeviceClass, applied by every config under its own manager) carry
+//! none: one annotation written by several managers with different values would make them take turns forever.
+
+use std::collections::BTreeMap;
+
+use kube::Resource;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::labels::MANAGER;
+
+/// The hash of the fields the operator's manager last applied.
+pub const ANNOTATION_APPLIED_HASH: &str = "neurondra.io/applied-hash";
+
+/// True when `existing` (from the cache) holds every field of `desired` and, for the operator's own manager, was
+/// last applied from the same fields.
+pub fn in_place<K: Resource + Serialize>(existing: &K, desired: &K, manager: &str) -> bool {
+    let have = serde_json::to_value(existing).expect("k8s objects serialize");
+    let want = comparable(desired);
+    let applied = existing.meta().annotations.as_ref().and_then(|a| a.get(ANNOTATION_APPLIED_HASH));
+    holds(&have, &want) && (manager != MANAGER || applied == Some(&hash(&want)))
+}
+
+/// `desired` as it is applied: with the hash of its fields when the operator's own manager applies it.
+pub fn stamped<K: Resource + Serialize + Clone>(desired: &K, manager: &str) -> K {
+    let mut object = desired.clone();
+    if manager == MANAGER {
+        let hash = hash(&comparable(desired));
+        object.meta_mut().annotations.get_or_insert_with(BTreeMap::new).insert(ANNOTATION_APPLIED_HASH.into(), hash);
+    }
+    object
+}
+
+/// The desired object as compared and hashed: without its type (a dynamic object read from a list carries no
+/// apiVersion and kind, and the type is not drift) and without the hash itself (stamping twice changes nothing).
+fn comparable<K: Serialize>(desired: &K) -> Value {
+    let mut want = serde_json::to_value(desired).expect("k8s objects serialize");
+    if let Some(object) = want.as_object_mut() {
+        object.remove("apiVersion");
+        object.remove("kind");
+    }
+    if let Some(annotations) = want.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.remove(ANNOTATION_APPLIED_HASH);
+        if annotations.is_empty() {
+            want["metadata"].as_object_mut().expect("an object").remove("annotations");
+        }
+    }
+    want
+}
+
+fn hash(want: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    // serde_json's maps are ordered by key, so equal objects serialize alike.
+    hex::encode(&Sha256::digest(want.to_string().as_bytes())[..8])
+}
+
+/// True when every field of `desired` is present in `existing` with the same value. Objects compare key by key,
+/// lists element by element (same length), so server-side defaults and other managers' extra fields do not count
+/// as drift. Owner references only need to contain the desired ones (shared objects have several owners).
+/// Resource quantities (`requests`, `limits`) compare by value, as the API server stores them canonically.
+pub fn holds(existing: &Value, desired: &Value) -> bool {
+    match (desired, existing) {
+        (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, want_value)| {
+            let have_value = have.get(key).unwrap_or(&Value::Null);
+            match key.as_str() {
+                "ownerReferences" => contains_all(have_value, want_value),
+                "requests" | "limits" if want_value.is_object() => same_quantities(have_value, want_value),
+                _ => holds(have_value, want_value),
+            }
+        }),
+        (Value::Array(want), Value::Array(have)) => {
+            want.len() == have.len() && want.iter().zip(have).all(|(w, h)| holds(h, w))
+        }
+        (Value::Null, _) => true,
+        (want, have) => want == have,
+    }
+}
+
+fn contains_all(have: &Value, want: &Value) -> bool {
+    let have = have.as_array().map(Vec::as_slice).unwrap_or_default();
+    want.as_array().into_iter().flatten().all(|w| have.iter().any(|h| holds(h, w)))
+}
+
+/// Every wanted quantity is there with the same value, however either side spells it.
+fn same_quantities(have: &Value, want: &Value) -> bool {
+    let Some(want) = want.as_object() else { return false };
+    want.iter().all(|(name, w)| {
+        have.get(name).is_some_and(|h| {
+            h == w || matches!((h.as_str().and_then(quantity), w.as_str().and_then(quantity)), (Some(a), Some(b)) if a == b)
+        })
+    })
+}
+
+/// A Kubernetes quantity as an exact value `mantissa × 10^exponent`, normalized (no trailing zeros in the
+/// mantissa), so that equal values compare equal: `0.5` and `500m`, `1024Mi` and `1Gi`, `1e3` and `1k`.
+fn quantity(text: &str) -> Option<(i128, i32)> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let (negative, number) = match number.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, number.strip_prefix('+').unwrap_or(number)),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut mantissa: i128 = digits.parse().ok()?;
+    let mut exponent = -(fraction.len() as i32);
+    match suffix {
+        "" => {}
+        "n" => exponent -= 9,
+        "u" => exponent -= 6,
+        "m" => exponent -= 3,
+        "k" => exponent += 3,
+        "M" => exponent += 6,
+        "G" => exponent += 9,
+        "T" => exponent += 12,
+        "P" => exponent += 15,
+        "E" => exponent += 18,
+        binary if binary.len() == 2 && binary.ends_with('i') => {
+            let power = "KMGTPE".find(&binary[..1])? as u32 + 1;
+            mantissa = mantissa.checked_mul(1i128 << (10 * power))?;
+        }
+        scientific => exponent += scientific.strip_prefix(['e', 'E'])?.parse::<i32>().ok()?,
+    }
+    if mantissa == 0 {
+        return Some((0, 0));
+    }
+    while mantissa % 10 == 0 {
+        mantissa /= 10;
+        exponent += 1;
+    }
+    Some((if negative { -mantissa } else { mantissa }, exponent))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn quantities_compare_by_value_as_the_server_stores_them() {
+        for (spec, stored) in [("0.5", "500m"), ("1024Mi", "1Gi"), ("1e3", "1k"), ("2", "2"), ("1.5Gi", "1536Mi")] {
+            assert_eq!(quantity(spec), quantity(stored), "{spec} = {stored}");
+            assert!(quantity(spec).is_some(), "{spec}");
+        }
+        for (a, b) in [("1", "1m"), ("1Gi", "1G"), ("500m", "0.6")] {
+            assert_ne!(quantity(a), quantity(b), "{a} != {b}");
+        }
+        assert_eq!(quantity("fast"), None);
+    }
+
+    fn plugin(resources: Value, priority: Option<&str>) -> DaemonSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "neuron-dra-c", "namespace": "neuron-dra-driver"},
+            "spec": {"selector": {}, "template": {"spec": {"priorityClassName": priority,
+                "containers": [{"name": "plugin", "resources": resources}]}}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_stored_object_with_canonical_quantities_is_in_place() {
+        let desired = plugin(json!({"requests": {"cpu": "0.5", "memory": "1024Mi"}}), None);
+        let stored = stamped(&plugin(json!({"requests": {"cpu": "500m", "memory": "1Gi"}}), None), MANAGER);
+        // The stored object carries the hash of what was applied (the spec's spelling), not of what it stores.
+        let mut stored = stored;
+        stored.metadata.annotations = stamped(&desired, MANAGER).metadata.annotations;
+        assert!(in_place(&stored, &desired, MANAGER));
+        let more = plugin(json!({"requests": {"cpu": "0.6", "memory": "1024Mi"}}), None);
+        assert!(!in_place(&stored, &more, MANAGER), "a different value is drift");
+    }
+
+    #[test]
+    fn a_field_no_longer_sent_is_drift_for_our_own_manager() {
+        let before = stamped(&plugin(json!({}), Some("system-node-critical")), MANAGER);
+        let after = plugin(json!({}), None);
+        assert!(holds(&serde_json::to_value(&before).unwrap(), &comparable(&after)), "the old object holds the new");
+        assert!(!in_place(&before, &after, MANAGER), "but it was applied from other fields: apply, to drop them");
+        assert!(in_place(&before, &plugin(json!({}), Some("system-node-critical")), MANAGER));
+        assert!(in_place(&stamped(&after, MANAGER), &stamped(&after, MANAGER), MANAGER), "stamping is idempotent");
+    }
+
+    #[test]
+    fn shared_objects_carry_no_hash() {
+        let shared = format!("{MANAGER}.c");
+        let object = stamped(&plugin(json!({}), None), &shared);
+        assert_eq!(object.metadata.annotations, None);
+        assert!(in_place(&object, &plugin(json!({}), None), &shared));
+    }
+}
