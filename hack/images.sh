@@ -21,7 +21,7 @@ CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/images"
 #                                 cargo has built: "operator example.com/neuron-dra-operator:dev images/operator
 #                                 stage_files target/release/neuron-dra-operator"
 #   stage_pause / stage_busybox   below
-# The operator's reference is the one config/manager/kustomization.yaml names (tests/node.rs checks), so the chart
+# The operator's reference is the one config/manager/kustomization.yaml names (tests/real_node_install.rs checks), so the chart
 # and `kubectl apply -k config/default` run it unchanged.
 # distroless-cc stands in for the base image of the repository's Dockerfile (see images/distroless-cc) and is only
 # kept in buildah's storage: import skips images whose name starts with "base-".

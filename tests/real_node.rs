@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use neuron_dra_operator::api::{NeuronDRAConfigStatus, RolloutState};
 use serde_json::{Value, json};
 use support::allocation::{claim_of, create_pod, pinned, workload_pod};
@@ -29,12 +29,9 @@ use support::scenario::{Scenario, TIMEOUT};
 const TYPE: &str = "trn2.48xlarge";
 const DEVICES: usize = 16;
 
-/// A scenario with its operator and a config on the real node only: the stand-in plugin at `tag`, `profiles` in one
-/// namespace of the test, and `extra` merged into the spec. Returns once the plugin of `tag` published the node's
-/// slice; gives the namespace.
-async fn start(s: &Scenario, node: &str, tag: &str, profiles: Value, extra: Value) -> String {
-    node::forget_slices(&s.client, node).await;
-    let namespace = s.namespace("work", &[]).await;
+/// The spec of a config on the real node only: the stand-in plugin at `tag`, `profiles` in `namespace`, and
+/// `extra` merged in.
+fn spec(node: &str, tag: &str, namespace: &str, profiles: &Value, extra: &Value) -> Value {
     let mut spec = json!({
         "nodeSelector": {"matchLabels": {"kubernetes.io/hostname": node}},
         "driver": {"image": node::plugin_image(tag), "imagePullPolicy": "IfNotPresent"},
@@ -42,37 +39,32 @@ async fn start(s: &Scenario, node: &str, tag: &str, profiles: Value, extra: Valu
         "profiles": profiles,
     });
     merge(&mut spec, extra);
-    s.apply(&s.config(&s.id, spec)).await.unwrap();
-    namespace
+    spec
 }
 
-fn merge(into: &mut Value, from: Value) {
+fn merge(into: &mut Value, from: &Value) {
     match (into, from) {
         (Value::Object(into), Value::Object(from)) => {
             for (key, value) in from {
-                merge(into.entry(key).or_insert(Value::Null), value);
+                merge(into.entry(key.clone()).or_insert(Value::Null), value);
             }
         }
-        (into, from) => *into = from,
+        (into, from) => *into = from.clone(),
     }
+}
+
+/// Applies the test's config (`spec`) in a new namespace of the test, once the node's slices of earlier plugins are
+/// gone (so the slice a test waits for is this plugin's); gives the namespace.
+async fn start(s: &Scenario, node: &str, tag: &str, profiles: Value, extra: Value) -> String {
+    node::forget_slices(&s.client, node).await;
+    let namespace = s.namespace("work", &[]).await;
+    s.apply(&s.config(&s.id, spec(node, tag, &namespace, &profiles, &extra))).await.unwrap();
+    namespace
 }
 
 fn condition<'a>(status: &'a NeuronDRAConfigStatus, type_: &str) -> (&'a str, &'a str, &'a str) {
     let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_}"));
     (c.status.as_str(), c.reason.as_str(), c.message.as_str())
-}
-
-async fn wait_status(
-    s: &Scenario,
-    what: &str,
-    check: impl Fn(&NeuronDRAConfigStatus) -> bool,
-) -> NeuronDRAConfigStatus {
-    let configs = s.configs();
-    eventually(TIMEOUT, what, || async {
-        let status = configs.get_opt(&s.id).await.ok()??.status?;
-        check(&status).then_some(status)
-    })
-    .await
 }
 
 /// A workload pod on `template` that sleeps, on the real node (never on a simulated node another test left).
@@ -129,15 +121,6 @@ async fn check_devices(s: &Scenario, namespace: &str, pod: &Pod, lnc: &str) -> S
     uid
 }
 
-async fn delete_pod(s: &Scenario, namespace: &str, name: &str) {
-    let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
-    pods.delete(name, &DeleteParams::default()).await.unwrap();
-    eventually(TIMEOUT, &format!("pod {name} gone"), || async {
-        pods.get_opt(name).await.ok()?.is_none().then_some(())
-    })
-    .await;
-}
-
 async fn wait_unprepared(claim_uid: &str) {
     let spec = node::cdi_spec(claim_uid);
     eventually(TIMEOUT, &format!("{} removed (claim unprepared)", spec.display()), || async {
@@ -168,11 +151,12 @@ async fn the_unchanged_daemonset_registers_the_plugin_with_the_kubelet_and_the_n
         "the kubelet registered no {} plugin",
         node::DRIVER
     );
-    let status = wait_status(&s, "Ready with the node's devices", |st| {
-        st.devices.as_ref().is_some_and(|d| d.nodes == 1 && d.healthy == DEVICES as i64)
-            && condition(st, "Ready").0 == "True"
-    })
-    .await;
+    let status = s
+        .wait_status("Ready with the node's devices", |st| {
+            st.devices.as_ref().is_some_and(|d| d.nodes == 1 && d.healthy == DEVICES as i64)
+                && condition(st, "Ready").0 == "True"
+        })
+        .await;
     let driver = status.driver.as_ref().unwrap();
     assert_eq!((driver.desired_nodes, driver.ready_nodes), (1, 1));
     assert_eq!(condition(&status, "DriverReady").2, "1/1 nodes on 1.1.0, 1 ready");
@@ -212,7 +196,7 @@ async fn pods_run_with_exactly_their_claimed_devices_and_free_them_when_they_go(
     }
 
     // ...and gets them once the trainer goes and its claim is unprepared.
-    delete_pod(&s, &namespace, "trainer").await;
+    s.delete_pod(&namespace, "trainer").await;
     wait_unprepared(&trainer_claim).await;
     let prefill = wait_running(&s, &namespace, "prefill").await;
     let decode = wait_running(&s, &namespace, "decode").await;
@@ -224,7 +208,7 @@ async fn pods_run_with_exactly_their_claimed_devices_and_free_them_when_they_go(
     assert!(a.iter().all(|d| !b.contains(d)), "prefill {a:?} and decode {b:?} share a device");
 
     for (name, claim) in [("prefill", prefill_claim), ("decode", decode_claim)] {
-        delete_pod(&s, &namespace, name).await;
+        s.delete_pod(&namespace, name).await;
         wait_unprepared(&claim).await;
     }
     finish(&s).await;
@@ -249,25 +233,17 @@ async fn a_rollout_moves_the_real_node_between_tags_and_a_notready_tag_halts_nam
     let rollout = json!({"driver": {"rollout": {"canary": 1, "maxUnavailable": 1, "timeout": "45s"}}});
     let namespace = start(&s, &node, "1.1.0", profiles.clone(), rollout.clone()).await;
     node::published_devices(&s.client, &node, "1.1.0").await;
-    wait_status(&s, "ready on 1.1.0", |st| condition(st, "DriverReady").0 == "True").await;
+    s.wait_status("ready on 1.1.0", |st| condition(st, "DriverReady").0 == "True").await;
 
     // A good version: the operator replaces the node's plugin pod and the new plugin republishes the slice.
-    let config = |tag: &str| {
-        let mut spec = json!({
-            "nodeSelector": {"matchLabels": {"kubernetes.io/hostname": node}},
-            "driver": {"image": node::plugin_image(tag), "imagePullPolicy": "IfNotPresent"},
-            "templates": {"namespaces": [namespace]},
-            "profiles": profiles,
-        });
-        merge(&mut spec, rollout.clone());
-        s.config(&s.id, spec)
-    };
+    let config = |tag: &str| s.config(&s.id, spec(&node, tag, &namespace, &profiles, &rollout));
     s.apply(&config("1.2.0")).await.unwrap();
-    let done = wait_status(&s, "the rollout to 1.2.0 complete", |st| {
-        st.driver.as_ref().and_then(|d| d.rollout.as_ref()).is_some_and(|r| r.state == RolloutState::Complete)
-            && condition(st, "DriverReady") == ("True", "RolloutComplete", "1/1 nodes on 1.2.0, 1 ready")
-    })
-    .await;
+    let done = s
+        .wait_status("the rollout to 1.2.0 complete", |st| {
+            st.driver.as_ref().and_then(|d| d.rollout.as_ref()).is_some_and(|r| r.state == RolloutState::Complete)
+                && condition(st, "DriverReady") == ("True", "RolloutComplete", "1/1 nodes on 1.2.0, 1 ready")
+        })
+        .await;
     assert_eq!(done.driver.as_ref().unwrap().updated_nodes, 1);
     assert_eq!(node::published_devices(&s.client, &node, "1.2.0").await.len(), DEVICES);
     let (image, ready) = plugin_pod(&s).await.expect("a plugin pod");
@@ -275,7 +251,7 @@ async fn a_rollout_moves_the_real_node_between_tags_and_a_notready_tag_halts_nam
 
     // A plugin that never starts: the canary (the one node) fails and the rollout halts, naming the node.
     s.apply(&config("1.1.0-notready")).await.unwrap();
-    let halted = wait_status(&s, "the rollout halted", |st| condition(st, "DriverReady").1 == "RolloutHalted").await;
+    let halted = s.wait_status("the rollout halted", |st| condition(st, "DriverReady").1 == "RolloutHalted").await;
     let rollout = halted.driver.as_ref().unwrap().rollout.clone().unwrap();
     assert_eq!(rollout.state, RolloutState::Halted);
     assert_eq!(rollout.failed_nodes.len(), 1, "{rollout:?}");
@@ -287,7 +263,7 @@ async fn a_rollout_moves_the_real_node_between_tags_and_a_notready_tag_halts_nam
 
     // Back to the good version: the node recovers.
     s.apply(&config("1.2.0")).await.unwrap();
-    wait_status(&s, "back on 1.2.0", |st| condition(st, "DriverReady").2 == "1/1 nodes on 1.2.0, 1 ready").await;
+    s.wait_status("back on 1.2.0", |st| condition(st, "DriverReady").2 == "1/1 nodes on 1.2.0, 1 ready").await;
     assert!(plugin_pod(&s).await.is_some_and(|(image, ready)| image.ends_with(":1.2.0") && ready));
     finish(&s).await;
 }
@@ -323,14 +299,14 @@ async fn no_execute_remediation_evicts_a_running_pod_holding_a_device_of_a_faili
     eventually(TIMEOUT, "the victim evicted", || async { pods.get_opt("victim").await.ok()?.is_none().then_some(()) })
         .await;
     wait_unprepared(&claim).await;
-    let status = wait_status(&s, "remediated", |st| st.remediation.as_ref().is_some_and(|r| r.remediated == 1)).await;
+    let status = s.wait_status("remediated", |st| st.remediation.as_ref().is_some_and(|r| r.remediated == 1)).await;
     assert_eq!(status.remediation.as_ref().unwrap().remediated_nodes[0].node, node);
 
     // Healthy again: the rule is released and a new pod runs on the node.
     set_node_condition(&s, &node, "AcceleratedHardwareReady", "True", "NeuronHealthy").await;
-    wait_status(&s, "released", |st| st.remediation.as_ref().is_none_or(|r| r.remediated == 0)).await;
+    s.wait_status("released", |st| st.remediation.as_ref().is_none_or(|r| r.remediated == 0)).await;
     run_pod(&s, &node, &namespace, "after", "one").await;
     wait_running(&s, &namespace, "after").await;
-    delete_pod(&s, &namespace, "after").await;
+    s.delete_pod(&namespace, "after").await;
     finish(&s).await;
 }

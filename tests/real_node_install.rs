@@ -25,18 +25,32 @@ use support::{docs, node, tools};
 const IMAGE_REPOSITORY: &str = "ghcr.io/neurondra/neuron-dra-operator";
 /// The operator's pods, in the chart and in config/manager (each test namespace holds one installation).
 const SELECTOR: &str = "app.kubernetes.io/name=neuron-dra-operator";
-/// Pulling the image would fail here (no registry is reachable): IfNotPresent must find the one built here.
+/// How long the operator's pods may take to be Ready (the image is imported, never pulled: no registry is reachable).
 const STARTUP: Duration = Duration::from_secs(150);
 
-/// The image reference kustomize installs is the one `hack/images.sh` builds and imports into the node.
+/// The first value of `key:` in a YAML file of the repository (flat lookups only).
+fn yaml_field(path: &str, key: &str) -> String {
+    let text = std::fs::read_to_string(repo(path)).unwrap();
+    let value = text.lines().find_map(|l| l.trim().strip_prefix(key)).unwrap_or_else(|| panic!("{path}: no {key}"));
+    value.trim().trim_matches('"').to_string()
+}
+
+/// The image `hack/images.sh` builds and imports into the node is the one kustomize and the chart install (the
+/// chart's tag defaults to its appVersion), so both run it unchanged with `IfNotPresent`.
 #[test]
 fn the_image_built_here_is_the_one_every_install_path_names() {
-    let kustomization = std::fs::read_to_string(repo("config/manager/kustomization.yaml")).unwrap();
-    let field =
-        |key: &str| kustomization.lines().find_map(|l| l.trim().strip_prefix(key)).map(str::trim).unwrap().to_string();
-    let kustomized = format!("{}:{}", field("newName:"), field("newTag:"));
+    let kustomization = "config/manager/kustomization.yaml";
+    let kustomized = format!("{}:{}", yaml_field(kustomization, "newName:"), yaml_field(kustomization, "newTag:"));
     assert_eq!(node::image("operator"), kustomized);
-    assert_eq!(field("newName:"), IMAGE_REPOSITORY);
+    let chart = "charts/neuron-dra-operator";
+    let charted = format!(
+        "{}:{}",
+        yaml_field(&format!("{chart}/values.yaml"), "repository:"),
+        yaml_field(&format!("{chart}/Chart.yaml"), "appVersion:")
+    );
+    assert_eq!(yaml_field(&format!("{chart}/values.yaml"), "tag:"), "", "the chart's tag follows its appVersion");
+    assert_eq!(charted, kustomized);
+    assert_eq!(yaml_field(kustomization, "newName:"), IMAGE_REPOSITORY);
 }
 
 /// The operator pods with `selector` in `namespace` once `replicas` of them are Ready; their IPs.

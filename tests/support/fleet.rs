@@ -3,15 +3,12 @@
 
 #![allow(dead_code)]
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams};
 use neuron_dra_operator::api::NeuronDRAConfigStatus;
 use neuron_dra_operator::devtools::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL};
 use neuron_dra_operator::devtools::simulate::{self, FaultKind, TaintEffect};
 use serde_json::{Value, json};
 
-use super::cluster::eventually;
-use super::scenario::{Scenario, TIMEOUT};
+use super::scenario::Scenario;
 
 /// Nodes of one instance type; `name` tells apart two groups of one type (e.g. another host driver version).
 #[derive(Clone, Debug)]
@@ -123,13 +120,7 @@ impl Fleet {
         what: &str,
         check: impl Fn(&NeuronDRAConfigStatus) -> bool,
     ) -> NeuronDRAConfigStatus {
-        let s = &self.scenario;
-        eventually(TIMEOUT, what, || async {
-            let config = s.configs().get(&s.id).await.ok()?;
-            let status = config.status?;
-            (status.observed_generation == config.metadata.generation && check(&status)).then_some(status)
-        })
-        .await
+        self.scenario.wait_status(what, check).await
     }
 
     pub async fn fault(&self, kind: FaultKind, node: &str, effect: TaintEffect) {
@@ -150,11 +141,6 @@ impl Fleet {
 
     /// Deletes a workload pod and waits until it is gone (its claim is then released).
     pub async fn delete_pod(&self, namespace: &str, name: &str) {
-        let pods: Api<Pod> = Api::namespaced(self.scenario.client.clone(), namespace);
-        let _ = pods.delete(name, &DeleteParams::default()).await;
-        eventually(TIMEOUT, &format!("pod {name} gone"), || async {
-            pods.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        self.scenario.delete_pod(namespace, name).await;
     }
 }

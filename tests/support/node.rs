@@ -113,7 +113,7 @@ pub fn env_value<'a>(env: &'a [String], name: &str) -> Option<&'a str> {
     env.iter().find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
 }
 
-/// `kubectl describe` of a namespace's pods and the driver's pods, for a failed test's output.
+/// `kubectl describe` of the pods in `namespaces`, for a failed test's output.
 pub fn describe(namespaces: &[&str]) -> String {
     namespaces.iter().map(|ns| kubectl(&["describe", "pods", "-n", ns])).collect::<Vec<_>>().join("\n")
 }

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use neuron_dra_operator::api::NeuronDRAConfig;
+use neuron_dra_operator::api::{NeuronDRAConfig, NeuronDRAConfigStatus};
 use serde_json::{Value, json};
 
 use super::cluster::{self, Operator, OperatorOptions, TEST_LABEL, eventually};
@@ -126,6 +126,32 @@ impl Scenario {
             }
         })
         .await
+    }
+
+    /// Waits until the status of the config named after the test satisfies `check` (a status of the current
+    /// generation).
+    pub async fn wait_status(
+        &self,
+        what: &str,
+        check: impl Fn(&NeuronDRAConfigStatus) -> bool,
+    ) -> NeuronDRAConfigStatus {
+        let api = self.configs();
+        eventually(TIMEOUT, what, || async {
+            let config = api.get_opt(&self.id).await.ok()??;
+            let status = config.status?;
+            (status.observed_generation == config.metadata.generation && check(&status)).then_some(status)
+        })
+        .await
+    }
+
+    /// Deletes a pod and waits until it is gone (its claim is then released).
+    pub async fn delete_pod(&self, namespace: &str, name: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let _ = pods.delete(name, &DeleteParams::default()).await;
+        eventually(TIMEOUT, &format!("pod {name} gone"), || async {
+            pods.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
     }
 
     pub async fn wait_ready(&self, name: &str) -> NeuronDRAConfig {
