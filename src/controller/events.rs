@@ -20,7 +20,7 @@ use crate::logic::rollout::{self, Change};
 use crate::logic::status::{ConditionType, Reason, Validity, condition_reason};
 use crate::logic::text::first_of;
 
-fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
+pub fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
     Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None }
 }
 

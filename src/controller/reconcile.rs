@@ -142,7 +142,8 @@ async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) 
     ctx.reported_unparseable(name, &invalid.error);
     let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
     let reason = Reason::Unparseable.as_str();
-    super::act::publish::publish(ctx, &reference, EventType::Warning, reason, "Validate", invalid.error.clone()).await;
+    let refused = events::event(EventType::Warning, reason, "Validate", invalid.error.clone());
+    events::publish(ctx, &reference, &[refused]).await;
     Ok(Action::await_change())
 }
 
@@ -176,8 +177,8 @@ async fn report_refused(
     let reason = validity.reason();
     if condition_reason(config.status.as_ref(), ConditionType::ConfigValid) != Some(reason) {
         let reference = config.object_ref(&());
-        super::act::publish::publish(ctx, &reference, EventType::Warning, reason.as_str(), "Validate", message.clone())
-            .await;
+        let refused = events::event(EventType::Warning, reason.as_str(), "Validate", message.clone());
+        events::publish(ctx, &reference, &[refused]).await;
     }
     write_status(config, &observe::not_acted_on(config.meta().generation, config.spec.paused, validity), ctx).await?;
     Ok(Action::await_change())

@@ -6,30 +6,14 @@ use std::fmt::{Display, Write};
 /// The most an event's note may hold: the API server refuses a longer one (`events.k8s.io/v1`, 1 KiB, in bytes).
 pub const EVENT_NOTE_LIMIT: usize = 1024;
 
-/// `note` cut to at most `limit` bytes. A note is mostly a list ("devices turned unhealthy: a, b, ..."): it keeps
-/// the first items that fit and says "… and N more" items; a note with no list to cut keeps what fits and says
-/// how many more characters there were. A note within the limit is returned as it is.
+/// `note` cut to at most `limit` bytes, on a character boundary, saying how many characters were left out. Notes
+/// list things with `first_of`, which already names only the first few and counts the rest; only long names can
+/// still pass the limit, and a cut in the middle of such a list must not count items it cannot see. A note within
+/// the limit is returned as it is.
 pub fn fit(note: &str, limit: usize) -> Cow<'_, str> {
     if note.len() <= limit {
         return Cow::Borrowed(note);
     }
-    let items: Vec<&str> = note.split(", ").collect();
-    // The longest run of leading items that fits with its suffix (at least one item kept, at least one cut).
-    let mut kept = String::new();
-    for (shown, item) in items.iter().enumerate().take(items.len() - 1) {
-        let candidate = if shown == 0 { item.to_string() } else { format!("{kept}, {item}") };
-        if candidate.len() + format!(" … and {} more", items.len() - shown - 1).len() > limit {
-            if shown > 0 {
-                return Cow::Owned(format!("{kept} … and {} more", items.len() - shown));
-            }
-            break;
-        }
-        kept = candidate;
-    }
-    if !kept.is_empty() {
-        return Cow::Owned(format!("{kept} … and 1 more"));
-    }
-    // No list, or its first item alone is too long: cut on a character boundary.
     let total = note.chars().count();
     let mut end = 0;
     for (count, (index, c)) in note.char_indices().enumerate() {
@@ -76,22 +60,21 @@ mod tests {
     use super::{EVENT_NOTE_LIMIT, fit};
 
     #[test]
-    fn a_long_note_keeps_the_items_that_fit_and_counts_the_rest() {
+    fn a_long_list_keeps_its_own_count_of_what_it_leaves_out() {
         assert_eq!(fit("devices turned unhealthy: a, b", 100), "devices turned unhealthy: a, b", "short: as it is");
-        let note = format!(
-            "devices turned unhealthy: {}",
-            (0..200).map(|i| format!("node-{i}/neuron-device-{i}")).collect::<Vec<_>>().join(", ")
-        );
+        // Eight names too long for one note, and 200 more that `first_of` already counted.
+        let names = (0..208).map(|i| format!("{}-{i}", "x".repeat(300)));
+        let note = format!("templates changed: {}", first_of(names, 8, ", "));
         let cut = fit(&note, EVENT_NOTE_LIMIT);
         assert!(cut.len() <= EVENT_NOTE_LIMIT && cut.len() > EVENT_NOTE_LIMIT - 40, "{}", cut.len());
-        let shown = cut.matches(", ").count() + 1;
-        assert!(cut.starts_with("devices turned unhealthy: node-0/neuron-device-0, node-1/"), "{cut}");
-        assert!(cut.ends_with(&format!("/neuron-device-{} … and {} more", shown - 1, 200 - shown)), "{cut}");
+        assert!(cut.starts_with("templates changed: xxx"), "{cut}");
+        assert!(cut.ends_with(&format!(" … and {} more characters", note.chars().count() - cut.find(" … ").unwrap())));
+        assert!(!cut.contains(" … and 3 more"), "no item count it cannot know: {cut}");
     }
 
     #[test]
-    fn a_long_note_without_a_list_is_cut_on_a_character() {
-        let note = "é".repeat(600); // 1200 bytes
+    fn a_long_note_is_cut_on_a_character() {
+        let note = "é".repeat(600); // 1200 bytes, two per character
         let cut = fit(&note, EVENT_NOTE_LIMIT);
         assert!(cut.len() <= EVENT_NOTE_LIMIT, "{}", cut.len());
         let kept = cut.split(' ').next().unwrap().chars().count();
