@@ -173,12 +173,11 @@ impl Applier {
         if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
             return Ok(Outcome::Pending);
         }
-        if let Some(existing) = existing
-            && drift::in_place(existing, desired, manager)
-        {
+        let applied = drift::Applied::of(desired, manager);
+        if existing.is_some_and(|existing| applied.held_by(existing)) {
             return Ok(Outcome::Unchanged);
         }
-        let desired = &drift::stamped(desired, manager);
+        let desired = &applied.stamp(desired);
         if create_absent && existing.is_none() {
             self.create_as(dt, api, desired, None, manager).await?;
             return Ok(Outcome::Created);
@@ -217,6 +216,7 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
     {
+        let desired = &drift::stamped(desired, manager);
         self.create_as(&K::DynamicType::default(), api, desired, before, manager).await
     }
 
@@ -232,7 +232,6 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
         let name = desired.name_any();
-        let desired = &drift::stamped(desired, manager);
         let params = PostParams { field_manager: Some(manager.into()), ..PostParams::default() };
         match api.create(&params, desired).await {
             Ok(_) => {

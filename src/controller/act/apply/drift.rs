@@ -17,27 +17,51 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::labels::MANAGER;
+use crate::logic::build::short_hash;
 
 /// The hash of the fields the operator's manager last applied.
 pub const ANNOTATION_APPLIED_HASH: &str = "neurondra.io/applied-hash";
 
-/// True when `existing` (from the cache) holds every field of `desired` and, for the operator's own manager, was
-/// last applied from the same fields.
-pub fn in_place<K: Resource + Serialize>(existing: &K, desired: &K, manager: &str) -> bool {
-    let have = serde_json::to_value(existing).expect("k8s objects serialize");
-    let want = comparable(desired);
-    let applied = existing.meta().annotations.as_ref().and_then(|a| a.get(ANNOTATION_APPLIED_HASH));
-    holds(&have, &want) && (manager != MANAGER || applied == Some(&hash(&want)))
+/// What the operator's manager applies of one desired object: its fields as compared, and (for the operator's own
+/// manager) their hash. Computed once per object and pass, for both the drift check and the stamp.
+pub struct Applied {
+    want: Value,
+    hash: Option<String>,
 }
 
-/// `desired` as it is applied: with the hash of its fields when the operator's own manager applies it.
-pub fn stamped<K: Resource + Serialize + Clone>(desired: &K, manager: &str) -> K {
-    let mut object = desired.clone();
-    if manager == MANAGER {
-        let hash = hash(&comparable(desired));
-        object.meta_mut().annotations.get_or_insert_with(BTreeMap::new).insert(ANNOTATION_APPLIED_HASH.into(), hash);
+impl Applied {
+    pub fn of<K: Serialize>(desired: &K, manager: &str) -> Applied {
+        let want = comparable(desired);
+        let hash = (manager == MANAGER).then(|| short_hash(&want));
+        Applied { want, hash }
     }
-    object
+
+    /// True when `existing` (from the cache) holds every field wanted and, for the operator's own manager, was last
+    /// applied from the same fields.
+    pub fn held_by<K: Resource + Serialize>(&self, existing: &K) -> bool {
+        let applied = existing.meta().annotations.as_ref().and_then(|a| a.get(ANNOTATION_APPLIED_HASH));
+        // The hash first: it is cheaper than serializing the cached object.
+        self.hash.as_ref().is_none_or(|hash| applied == Some(hash))
+            && holds(&serde_json::to_value(existing).expect("k8s objects serialize"), &self.want)
+    }
+
+    /// `desired` as it is applied: with the hash of its fields when the operator's own manager applies it.
+    pub fn stamp<K: Resource + Clone>(&self, desired: &K) -> K {
+        let mut object = desired.clone();
+        if let Some(hash) = &self.hash {
+            object
+                .meta_mut()
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(ANNOTATION_APPLIED_HASH.into(), hash.clone());
+        }
+        object
+    }
+}
+
+/// `desired` as it is applied under `manager` (for objects built outside a pass, e.g. test fixtures).
+pub fn stamped<K: Resource + Serialize + Clone>(desired: &K, manager: &str) -> K {
+    Applied::of(desired, manager).stamp(desired)
 }
 
 /// The desired object as compared and hashed: without its type (a dynamic object read from a list carries no
@@ -55,12 +79,6 @@ fn comparable<K: Serialize>(desired: &K) -> Value {
         }
     }
     want
-}
-
-fn hash(want: &Value) -> String {
-    use sha2::{Digest, Sha256};
-    // serde_json's maps are ordered by key, so equal objects serialize alike.
-    hex::encode(&Sha256::digest(want.to_string().as_bytes())[..8])
 }
 
 /// True when every field of `desired` is present in `existing` with the same value. Objects compare key by key,
@@ -150,6 +168,10 @@ mod tests {
 
     use super::*;
 
+    fn in_place<K: Resource + Serialize>(existing: &K, desired: &K, manager: &str) -> bool {
+        Applied::of(desired, manager).held_by(existing)
+    }
+
     #[test]
     fn quantities_compare_by_value_as_the_server_stores_them() {
         for (spec, stored) in [("0.5", "500m"), ("1024Mi", "1Gi"), ("1e3", "1k"), ("2", "2"), ("1.5Gi", "1536Mi")] {
@@ -174,9 +196,8 @@ mod tests {
     #[test]
     fn a_stored_object_with_canonical_quantities_is_in_place() {
         let desired = plugin(json!({"requests": {"cpu": "0.5", "memory": "1024Mi"}}), None);
-        let stored = stamped(&plugin(json!({"requests": {"cpu": "500m", "memory": "1Gi"}}), None), MANAGER);
-        // The stored object carries the hash of what was applied (the spec's spelling), not of what it stores.
-        let mut stored = stored;
+        // The server stores canonical quantities under the hash of what was applied (the spec's spelling).
+        let mut stored = plugin(json!({"requests": {"cpu": "500m", "memory": "1Gi"}}), None);
         stored.metadata.annotations = stamped(&desired, MANAGER).metadata.annotations;
         assert!(in_place(&stored, &desired, MANAGER));
         let more = plugin(json!({"requests": {"cpu": "0.6", "memory": "1024Mi"}}), None);
