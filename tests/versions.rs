@@ -197,6 +197,7 @@ async fn two_configs_with_one_class_and_different_extended_resources_do_not_figh
     if minor < 36 {
         // The server cannot map extended resources: both are refused before any conflict check (see above).
         s.wait_condition(&old, "ConfigValid", "False").await;
+        f.clear().await;
         return;
     }
     s.wait_condition(&old, "ConfigValid", "True").await;

@@ -97,17 +97,6 @@ mod tests {
     }
 
     #[test]
-    fn every_error_series_is_served_at_zero_before_any_error() {
-        let metrics = crate::runtime::telemetry::Metrics::default();
-        crate::controller::count_errors_from_zero(&metrics);
-        let text = metrics.encode();
-        for category in Error::METRIC_LABELS {
-            let series = format!("neuron_dra_operator_reconcile_errors_total{{category=\"{category}\"}} 0\n");
-            assert!(text.contains(&series), "{series} in {text}");
-        }
-    }
-
-    #[test]
     fn every_category_is_a_known_metric_label() {
         let transient = || kube::Error::Service("timed out".into());
         let (kind, name) = ("DaemonSet".to_string(), "p".to_string());

@@ -56,7 +56,7 @@ pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
     let why = |node: &str| plan.remediation.released_because(node);
     events.extend(released(pass.report, pass.rules, why));
     if let Remediation::On(decided) = &plan.remediation {
-        events.extend(held_back(ctx, &plan.config.name, decided));
+        events.extend(held_back(ctx, &plan.config.name, pass.previous, decided));
     }
     if pass.driver == Driver::Apply {
         events.extend(rollout(&plan.rollout));
@@ -154,13 +154,21 @@ fn released(report: &Report, rules: &[Arc<TaintRuleView>], why: impl Fn(&str) ->
 }
 
 /// A Warning when nodes are newly held back by the budget; nothing while the set is unchanged.
-fn held_back(ctx: &Context, config: &str, decided: &super::plan::Decided) -> Option<Event> {
+fn held_back(
+    ctx: &Context,
+    config: &str,
+    previous: Option<&NeuronDRAConfigStatus>,
+    decided: &super::plan::Decided,
+) -> Option<Event> {
     let decision = &decided.decision;
     let now: BTreeSet<String> = decision.held_back.iter().map(|p| p.node.clone()).collect();
     let before = {
         let mut seen = ctx.held_back_seen.lock().expect("not poisoned");
-        // After a restart: what the status already lists is not news.
-        seen.insert(config.to_string(), now.clone()).unwrap_or_else(|| decided.held_back_before.clone())
+        // After a restart: what the stored status already lists is not news.
+        seen.insert(config.to_string(), now.clone()).unwrap_or_else(|| {
+            let listed = previous.and_then(|s| s.remediation.as_ref()).map(|r| r.held_back_nodes.iter());
+            listed.into_iter().flatten().map(|n| n.node.clone()).collect()
+        })
     };
     let new: Vec<&str> = now.difference(&before).map(String::as_str).collect();
     if new.is_empty() {

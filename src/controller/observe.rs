@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 
 use super::Stores;
-use super::act::operands::{cached, key};
+use super::act::operands::{Operand, key};
 use super::act::report::Report;
 use super::plan::{Driver, Plan};
 use crate::api::{DriverStatus, ProfileStatus};
@@ -48,7 +48,7 @@ fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
     }
     let ds = &plan.desired.daemon_set;
     let image = plan.config.spec.driver.image.clone();
-    let Some(current) = cached::<DaemonSet>(stores, &ds.name_any(), ds.namespace().as_deref()) else {
+    let Some(current) = DaemonSet::cached(stores, &ds.name_any(), ds.namespace().as_deref()) else {
         return Rollout::Applied {
             status: DriverStatus { image: Some(image), daemon_set: Some(key(ds)), ..DriverStatus::default() },
             observed: false,

@@ -126,22 +126,8 @@ pub struct Applier {
 }
 
 impl Applier {
-    /// Server-side applies `desired` unless `existing` (from the watch cache) already holds it.
-    pub async fn ensure<K>(
-        &self,
-        api: &Api<K>,
-        desired: &K,
-        existing: Option<&K>,
-        manager: &str,
-    ) -> Result<Outcome, ApplyError>
-    where
-        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
-        K::DynamicType: Default,
-    {
-        self.ensure_as(&K::DynamicType::default(), api, desired, existing, manager).await
-    }
-
-    /// `ensure` for a kind known at run time (`dt`), such as DeviceTaintRules in the version the server serves.
+    /// Server-side applies `desired` (of the kind `dt` names, e.g. DeviceTaintRules in the version the server
+    /// serves) unless `existing` (from the watch cache) already holds it.
     pub async fn ensure_as<K>(
         &self,
         dt: &K::DynamicType,

@@ -92,11 +92,6 @@ impl Operand for TaintRuleView {
     }
 }
 
-/// The cached copy of an object.
-pub fn cached<K: Operand>(stores: &Stores, name: &str, namespace: Option<&str>) -> Option<Arc<K>> {
-    K::cached(stores, name, namespace)
-}
-
 /// `namespace/name`, or `name` for cluster-scoped objects.
 pub fn key<K: Resource>(object: &K) -> String {
     match object.meta().namespace.as_deref() {

@@ -14,7 +14,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::apply::{ApplyError, Outcome, shared_manager};
-use super::operands::{Operand, cached, key, spec_hash};
+use super::operands::{Operand, key, spec_hash};
 use super::report::{Report, Written};
 use crate::api::labels::{LABEL_CONFIG, MANAGER};
 use crate::cluster::taint_rule::TaintRuleView;
@@ -81,7 +81,7 @@ impl<'a> Pass<'a> {
             return true;
         }
         let namespace = desired.meta().namespace.as_deref();
-        let existing = cached::<K>(&self.ctx.stores, &desired.name_any(), namespace);
+        let existing = K::cached(&self.ctx.stores, &desired.name_any(), namespace);
         let api = K::api(&self.ctx.client, &dt, namespace);
         match self.ctx.applier.ensure_as(&dt, &api, desired, existing.as_deref(), manager).await {
             Err(error) if namespace_terminating(&error) => {
@@ -107,7 +107,7 @@ impl<'a> Pass<'a> {
         }
         if !self.writes {
             for template in templates {
-                let existing = cached::<ResourceClaimTemplate>(
+                let existing = ResourceClaimTemplate::cached(
                     &self.ctx.stores,
                     &template.name_any(),
                     template.namespace().as_deref(),
@@ -151,7 +151,6 @@ impl<'a> Pass<'a> {
             match self.ctx.applier.evict(&api, namespace, &eviction.pod, eviction.uid.clone()).await {
                 Ok(true) => {
                     tracing::info!(node = %eviction.node, pod = %eviction.pod, "replacing plugin pod");
-                    self.report.evicted.push(format!("{namespace}/{}", eviction.pod));
                 }
                 Ok(false) => self.report.pending = true,
                 Err(error) => {
@@ -169,8 +168,8 @@ impl<'a> Pass<'a> {
             return;
         }
         // The owned kinds, the table backwards: what uses another object goes before it.
-        type Release<'p, 'c> = BoxFuture<'p, ()>;
-        let mut kinds: Vec<for<'p, 'c> fn(&'p mut Pass<'c>) -> Release<'p, 'c>> = Vec::new();
+        type Release<'p> = BoxFuture<'p, ()>;
+        let mut kinds: Vec<for<'p, 'c> fn(&'p mut Pass<'c>) -> Release<'p>> = Vec::new();
         macro_rules! releases {
             ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
                 $(kinds.push(|pass| Box::pin(pass.release_unclaimed_of::<$ty>(kinds::Release::$release)));)*
@@ -237,7 +236,7 @@ impl<'a> Pass<'a> {
 async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (String, bool, Result<Outcome, ApplyError>) {
     let ns = template.namespace().unwrap_or_default();
     let api = Api::<ResourceClaimTemplate>::namespaced(ctx.client.clone(), &ns);
-    let existing = cached::<ResourceClaimTemplate>(&ctx.stores, &template.name_any(), Some(&ns));
+    let existing = ResourceClaimTemplate::cached(&ctx.stores, &template.name_any(), Some(&ns));
     let stale = existing.as_ref().filter(|e| spec_hash(e) != spec_hash(&template));
     let Some(stale) = stale else {
         let outcome = ctx.applier.ensure_created(&api, &template, existing.as_deref(), MANAGER).await;

@@ -25,8 +25,6 @@ pub struct Report {
     pub updated: Vec<Written>,
     pub replaced: Vec<Written>,
     pub deleted: Vec<Written>,
-    /// Plugin pods deleted for a rollout step (`namespace/name`).
-    pub evicted: Vec<String>,
     pub errors: Vec<ApplyError>,
     /// (namespace/name) of claimed templates now in place.
     pub templates_in_place: BTreeSet<String>,
@@ -58,7 +56,6 @@ impl Report {
         self.updated.extend(other.updated);
         self.replaced.extend(other.replaced);
         self.deleted.extend(other.deleted);
-        self.evicted.extend(other.evicted);
         self.errors.extend(other.errors);
         self.templates_in_place.extend(other.templates_in_place);
         self.pending |= other.pending;

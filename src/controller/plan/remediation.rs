@@ -33,8 +33,6 @@ pub struct Decided {
     pub rules: Vec<TaintRuleView>,
     /// The nodes the config selects and no older config serves.
     pub eligible: BTreeSet<String>,
-    /// The held-back nodes the stored status lists (what an event already named, after a restart).
-    pub held_back_before: BTreeSet<String>,
 }
 
 /// Decides remediation for `config` over the snapshot. Nodes an older config serves are that config's to remediate.
@@ -70,15 +68,10 @@ pub fn decide(
         .iter()
         .map(|problem| remediation::rule(config, &resource.api_version, problem, decision.effect))
         .collect();
-    let held_back_before = previous
-        .and_then(|s| s.remediation.as_ref())
-        .map(|r| r.held_back_nodes.iter().map(|n| n.node.clone()).collect())
-        .unwrap_or_default();
     Remediation::On(Decided {
         rules,
         eligible: eligible.iter().map(|n| n.name_any()).collect(),
         decision,
-        held_back_before,
     })
 }
 
