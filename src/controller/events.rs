@@ -11,7 +11,7 @@ use kube::runtime::events::{Event, EventType};
 use super::Context;
 use super::act::publish::send;
 use super::act::report::{Report, Written};
-use super::plan::{Driver, Plan, Remediation};
+use super::plan::{Plan, Remediation, Step};
 use crate::api::NeuronDRAConfigStatus;
 use crate::cluster::taint_rule::{KIND as TAINT_RULE, TaintRuleView};
 use crate::logic::health;
@@ -36,8 +36,8 @@ pub async fn publish(ctx: &Context, reference: &ObjectReference, events: &[Event
 pub struct Pass<'a> {
     pub plan: &'a Plan,
     pub report: &'a Report,
-    /// The plugin's state as the pass left it.
-    pub driver: Driver,
+    /// The rollout step the pass took, if the plugin is still applied (`act::step`).
+    pub step: Option<&'a Step>,
     pub previous: Option<&'a NeuronDRAConfigStatus>,
     pub assessment: &'a health::Assessment,
     /// The config's DeviceTaintRules as the pass found them.
@@ -58,8 +58,8 @@ pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
     if let Remediation::On(decided) = &plan.remediation {
         events.extend(held_back(ctx, &plan.config.name, pass.previous, decided));
     }
-    if pass.driver == Driver::Apply {
-        events.extend(rollout(&plan.rollout));
+    if let Some(step) = pass.step {
+        events.extend(rollout(step));
     }
     events.extend(health(ctx, &plan.config.name, pass.previous, pass.assessment));
     if plan.mode == super::plan::Mode::Normal {

@@ -204,8 +204,9 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     let previous = config.status.as_ref();
     let mut observation = observe::observation(config.meta().generation, &plan, driver, &report, &ctx.stores);
     let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict);
-    let rules = snapshot.taint_rules_of(&plan.config.name);
-    let pass = events::Pass { plan: &plan, report: &report, driver, previous, assessment: &assessment, rules: &rules };
+    let rules = &plan.taint_rules;
+    let step = act::step(&plan, driver);
+    let pass = events::Pass { plan: &plan, report: &report, step, previous, assessment: &assessment, rules };
     let events = events::of_pass(ctx, &pass);
     observation.capacity = snapshot.capacity(&plan.config);
     observation.health = Some(assessment.health);
@@ -216,10 +217,9 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         tokio::join!(write_status(config, &observation, ctx), events::publish(ctx, &reference, &events));
     written?;
     // Only now, with the step in the stored status, are its plugin pods deleted (see `act::evict`).
-    let evicted = if driver == Driver::Apply && !plan.rollout.evict.is_empty() {
-        act::evict(&plan, ctx).await
-    } else {
-        Report::default()
+    let evicted = match step {
+        Some(step) if !step.evict.is_empty() => act::evict(&plan, step, ctx).await,
+        _ => Report::default(),
     };
 
     failed(report.errors.into_iter().chain(evicted.errors).collect())?;
@@ -228,8 +228,7 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     // A rollout step's timeout passes without any event.
-    let recheck = if driver == Driver::Apply { plan.rollout.recheck } else { None };
-    Ok(recheck.map_or_else(Action::await_change, Action::requeue))
+    Ok(step.and_then(|s| s.recheck).map_or_else(Action::await_change, Action::requeue))
 }
 
 /// The per-config gauges (from the status this reconcile writes), managed objects and room per template.
@@ -281,7 +280,7 @@ fn failed(errors: Vec<crate::controller::act::apply::ApplyError>) -> Result<(), 
 /// goes with its last owner. The driver namespace stays: another config may want it at any moment, and deleting it
 /// would race with that config's rollout.
 async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
-    let rules = Snapshot::new(&ctx.stores, ctx.taint_rules.clone()).taint_rules_of(&config.name_any());
+    let rules = super::snapshot::rules_of(&ctx.stores.taint_rules.state(), &config.name_any());
     let mut pass = Pass::new(ctx, &config.name_any(), config.uid(), Mode::Cleanup);
     pass.delete_unclaimed().await;
     events::publish(ctx, &config.object_ref(&()), &events::of_cleanup(&pass.report, &rules)).await;

@@ -64,14 +64,7 @@ impl Snapshot {
 
     /// A config's DeviceTaintRules, by name.
     pub fn taint_rules_of(&self, config: &str) -> Vec<Arc<TaintRuleView>> {
-        let mut rules: Vec<Arc<TaintRuleView>> = self
-            .taint_rules
-            .iter()
-            .filter(|r| r.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
-            .cloned()
-            .collect();
-        rules.sort_by_key(|r| r.name_any());
-        rules
+        rules_of(&self.taint_rules, config)
     }
 
     /// A config's plugin pod on each node. Of two pods on one node (the old one going away while its replacement
@@ -116,4 +109,12 @@ impl Snapshot {
             taint_rules: &self.taint_rules,
         })
     }
+}
+
+/// The DeviceTaintRules of one config among `rules`, by name.
+pub fn rules_of(rules: &[Arc<TaintRuleView>], config: &str) -> Vec<Arc<TaintRuleView>> {
+    let mut mine: Vec<Arc<TaintRuleView>> =
+        rules.iter().filter(|r| r.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config)).cloned().collect();
+    mine.sort_by_key(|r| r.name_any());
+    mine
 }

@@ -10,7 +10,7 @@ pub mod report;
 
 use crate::api::labels::MANAGER;
 use crate::controller::Context;
-use crate::controller::plan::{Driver, NamespaceState, Plan};
+use crate::controller::plan::{Driver, NamespaceState, Plan, Step};
 use apply::shared_manager;
 use pass::Pass;
 use report::Report;
@@ -34,9 +34,9 @@ pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
 /// the step is written (write-ahead): a status write that fails (throttled, the API server away, the operator
 /// killed in between) leaves the pods alone, so the next pass plans the same step again from the same status
 /// instead of moving a second batch while the first is still unrecorded.
-pub async fn evict(plan: &Plan, ctx: &Context) -> Report {
+pub async fn evict(plan: &Plan, step: &Step, ctx: &Context) -> Report {
     let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
-    pass.evict(&plan.rollout.evict, &plan.config.spec.driver.namespace).await;
+    pass.evict(&step.evict, &plan.config.spec.driver.namespace).await;
     pass.report
 }
 
@@ -47,6 +47,12 @@ pub fn driver(plan: &Plan, report: &Report) -> Driver {
         Driver::Apply if report.namespace_terminating => Driver::WaitingForNamespace,
         driver => driver,
     }
+}
+
+/// The plan's rollout step, if the plugin is still applied after the pass (its events, evictions and recheck
+/// follow it; a plugin not applied after all moves no step).
+pub fn step(plan: &Plan, driver: Driver) -> Option<&Step> {
+    (driver == Driver::Apply).then_some(&plan.rollout)
 }
 
 /// The plugin's objects: the Namespace first; then, at the same time, its ServiceAccount, its RBAC, the fence

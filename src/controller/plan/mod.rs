@@ -8,6 +8,9 @@ mod rollout;
 pub use remediation::{Decided, Remediation};
 pub use rollout::Step;
 
+use std::sync::Arc;
+
+use crate::cluster::taint_rule::TaintRuleView;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -72,6 +75,8 @@ pub struct Plan {
     pub missing_namespaces: Vec<String>,
     /// The plugin's versions and rollout step (nothing unless the plugin is applied).
     pub rollout: Step,
+    /// The config's DeviceTaintRules as cached when the plan was made, by name.
+    pub taint_rules: Vec<Arc<TaintRuleView>>,
     pub remediation: Remediation,
 }
 
@@ -108,7 +113,9 @@ impl Plan {
             Driver::Apply => rollout::step(&validated, &desired.daemon_set, mode, previous, snapshot, now),
             _ => Step::default(),
         };
-        let remediation = remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot);
+        let taint_rules = snapshot.taint_rules_of(&validated.name);
+        let remediation =
+            remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot, &taint_rules);
         Ok(Plan {
             mode,
             config: validated,
@@ -119,6 +126,7 @@ impl Plan {
             namespaces,
             missing_namespaces,
             rollout,
+            taint_rules,
             remediation,
         })
     }

@@ -3,6 +3,7 @@
 //! objects.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use kube::ResourceExt;
 
@@ -42,6 +43,7 @@ pub fn decide(
     conflicts: &Conflicts,
     previous: Option<&NeuronDRAConfigStatus>,
     snapshot: &Snapshot,
+    taint_rules: &[Arc<TaintRuleView>],
 ) -> Remediation {
     if paused {
         return Remediation::Unchanged(previous.and_then(|s| s.remediation.clone()));
@@ -49,12 +51,8 @@ pub fn decide(
     let (Some(policy), Some(resource)) = (&config.spec.remediation, snapshot.taint_rule_resource.as_ref()) else {
         return Remediation::Off;
     };
-    let remediated: BTreeSet<String> = snapshot
-        .taint_rules_of(&config.name)
-        .iter()
-        .filter_map(|r| remediation::rule_node(r))
-        .map(String::from)
-        .collect();
+    let remediated: BTreeSet<String> =
+        taint_rules.iter().filter_map(|r| remediation::rule_node(r)).map(String::from).collect();
     let filter = NodeFilter::new(&config.spec);
     let eligible: Vec<&NodeView> = snapshot
         .nodes()
@@ -68,11 +66,7 @@ pub fn decide(
         .iter()
         .map(|problem| remediation::rule(config, &resource.api_version, problem, decision.effect))
         .collect();
-    Remediation::On(Decided {
-        rules,
-        eligible: eligible.iter().map(|n| n.name_any()).collect(),
-        decision,
-    })
+    Remediation::On(Decided { rules, eligible: eligible.iter().map(|n| n.name_any()).collect(), decision })
 }
 
 impl Remediation {
