@@ -9,7 +9,7 @@ use kube::{Client, ResourceExt};
 
 use super::Stores;
 use crate::api::NeuronDRAConfig;
-use crate::runtime::telemetry::{ConditionLabels, Metrics, TemplateLabels};
+use crate::runtime::telemetry::Metrics;
 
 /// What every reconcile shares.
 pub struct Context {
@@ -70,16 +70,7 @@ impl Context {
         if let Some(uid) = config.metadata.uid.as_deref() {
             self.stores.validations.forget(uid);
         }
-        let metrics = &self.metrics;
-        metrics.forget(&name);
-        for type_ in crate::logic::status::ConditionType::ALL {
-            metrics.condition.remove(&ConditionLabels { config: name.clone(), condition: type_.as_str().into() });
-        }
-        for claim in crate::logic::validate::validate(config).map(|v| v.claims).unwrap_or_default() {
-            let labels = TemplateLabels { config: name.clone(), profile: claim.profile, template: claim.template };
-            metrics.template_available.remove(&labels);
-            metrics.template_allocated.remove(&labels);
-        }
+        self.metrics.forget(&name, crate::logic::validate::validate(config).ok().as_ref());
     }
 
     pub(super) fn parsed_again(&self, name: &str) {

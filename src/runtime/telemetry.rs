@@ -172,11 +172,25 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Drops a deleted config's series of the counters and gauges labelled by config alone.
-    pub fn forget(&self, config: &str) {
+    /// Removes every series of a config that is gone: its per-config gauges, its conditions, and (when its spec
+    /// still validates, so its templates are known) its templates' room.
+    pub fn forget(&self, config: &str, validated: Option<&ValidatedConfig>) {
         let labels = ConfigLabels { config: config.to_string() };
         self.reconciles.remove(&labels);
         for gauge in &self.per_config {
             gauge.remove(&labels);
+        }
+        for type_ in crate::logic::status::ConditionType::ALL {
+            self.condition.remove(&ConditionLabels { config: config.into(), condition: type_.as_str().into() });
+        }
+        for claim in validated.map(|v| v.claims.as_slice()).unwrap_or_default() {
+            let labels = TemplateLabels {
+                config: config.into(),
+                profile: claim.profile.clone(),
+                template: claim.template.clone(),
+            };
+            self.template_available.remove(&labels);
+            self.template_allocated.remove(&labels);
         }
     }
 
