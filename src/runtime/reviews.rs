@@ -19,7 +19,8 @@ pub type Decision = Result<(), (StatusCode, String)>;
 pub const KEEP_FOR: Duration = Duration::from_secs(30);
 /// Reviews in flight at most; further callers wait for a slot.
 pub const CONCURRENT_REVIEWS: usize = 4;
-/// Answers kept at most: past this, expired ones are dropped, then the oldest.
+/// Answers kept at most: past this, expired ones are dropped, and while none has expired a new answer is not kept
+/// (a flood of made-up tokens cannot push out the answers kept for the real scrapers).
 const KEPT_AT_MOST: usize = 1024;
 
 /// Answers by the SHA-256 of the token (the token itself is never kept), with the time each was made.
@@ -77,12 +78,9 @@ impl Reviews {
         if kept.len() >= KEPT_AT_MOST {
             kept.retain(|_, (at, _)| at.elapsed() < self.keep_for);
         }
-        if kept.len() >= KEPT_AT_MOST
-            && let Some(oldest) = kept.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| *k)
-        {
-            kept.remove(&oldest);
+        if kept.len() < KEPT_AT_MOST {
+            kept.insert(key, (Instant::now(), decision));
         }
-        kept.insert(key, (Instant::now(), decision));
     }
 }
 
@@ -115,6 +113,24 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(250)).await;
         reviews.decide("reader", || review(Ok(()))).await.unwrap();
         assert_eq!(count.load(Ordering::SeqCst), 5);
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_made_up_tokens_does_not_push_out_a_kept_answer() {
+        let reviews = Reviews::new(Duration::from_secs(30), 4);
+        let reader = AtomicUsize::new(0);
+        let read = || {
+            reader.fetch_add(1, Ordering::SeqCst);
+            async { Ok(()) }
+        };
+        reviews.decide("reader", read).await.unwrap();
+        for i in 0..KEPT_AT_MOST + 100 {
+            let refused = || async { Err((StatusCode::UNAUTHORIZED, "no\n".to_string())) };
+            reviews.decide(&format!("made-up-{i}"), refused).await.unwrap_err();
+        }
+        assert_eq!(reviews.kept.lock().unwrap().len(), KEPT_AT_MOST, "the kept answers stay bounded");
+        reviews.decide("reader", read).await.unwrap();
+        assert_eq!(reader.load(Ordering::SeqCst), 1, "the reader's answer is still kept");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
