@@ -66,6 +66,12 @@ impl ClaimView {
         self.status.allocation.as_ref().map(|a| a.devices.results.as_slice()).unwrap_or_default()
     }
 
+    /// The devices the claim takes from others: all it holds but those allocated with `adminAccess` (the scheduler
+    /// still hands those to ordinary claims).
+    pub fn taken_devices(&self) -> impl Iterator<Item = &AllocatedDeviceView> {
+        self.devices().iter().filter(|d| d.admin_access != Some(true))
+    }
+
     /// The pods that reserve the claim, as `namespace/name`.
     pub fn pods(&self) -> Vec<String> {
         let namespace = self.metadata.namespace.as_deref().unwrap_or_default();

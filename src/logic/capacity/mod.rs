@@ -165,8 +165,7 @@ pub struct Allocated<'a>(HashMap<&'a str, Vec<(&'a str, &'a str)>>);
 impl<'a> Allocated<'a> {
     pub fn new(claims: &'a [Arc<ClaimView>]) -> Self {
         let mut by_pool: HashMap<&str, Vec<(&str, &str)>> = HashMap::new();
-        // An `adminAccess` allocation does not take the device: the scheduler still hands it to ordinary claims.
-        for device in claims.iter().flat_map(|c| c.devices()).filter(|d| d.admin_access != Some(true)) {
+        for device in claims.iter().flat_map(|c| c.taken_devices()) {
             let device: &AllocatedDeviceView = device;
             by_pool.entry(&device.pool).or_default().push((&device.driver, &device.device));
         }

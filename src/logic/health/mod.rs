@@ -42,14 +42,14 @@ pub struct Inputs<'a> {
     pub holders: &'a HashMap<(String, String), Arc<ClaimView>>,
 }
 
-/// The claim holding each allocated Neuron device, by (pool, device).
+/// The claim holding each allocated Neuron device, by (pool, device). A monitoring claim with `adminAccess` on the
+/// same device is not its holder.
 pub fn holders(claims: &[Arc<ClaimView>]) -> HashMap<(String, String), Arc<ClaimView>> {
     claims
         .iter()
         .flat_map(|claim| {
             claim
-                .devices()
-                .iter()
+                .taken_devices()
                 .filter(|d| d.driver == NEURON_DRIVER)
                 .map(move |d| ((d.pool.clone(), d.device.clone()), claim.clone()))
         })

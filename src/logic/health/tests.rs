@@ -95,7 +95,14 @@ fn a_sick_device_in_use_names_its_claim_and_pods() {
         },
     }))
     .unwrap();
-    world.holders = holders(&[Arc::new(claim)]);
+    // A monitoring claim on the same device (adminAccess) does not hold it, wherever it comes in the list.
+    let monitor: crate::cluster::ClaimView = serde_json::from_value(json!({
+        "metadata": {"name": "monitor", "namespace": "ops"},
+        "status": {"allocation": {"devices": {"results": [
+            {"driver": "neuron.aws.com", "pool": "a-0", "device": "neuron-device-0", "adminAccess": true}]}}},
+    }))
+    .unwrap();
+    world.holders = holders(&[Arc::new(claim), Arc::new(monitor)]);
     let assessment = world.assess();
     let entry = &assessment.health.unhealthy_devices[0];
     assert_eq!(
