@@ -145,12 +145,8 @@ async fn the_unchanged_daemonset_registers_the_plugin_with_the_kubelet_and_the_n
 
     let devices = node::published_devices(&s.client, &node, "1.1.0").await;
     assert_eq!(devices.len(), DEVICES, "{devices:?}");
-    let log = node::kubelet_log(&node);
-    assert!(
-        log.contains("RegisterPlugin started") && log.contains(&format!("{}-reg.sock", node::DRIVER)),
-        "the kubelet registered no {} plugin",
-        node::DRIVER
-    );
+    let registered = node::registrations(&node, node::DRIVER);
+    assert!(registered > 0, "the kubelet registered no {} plugin", node::DRIVER);
     let status = s
         .wait_status("Ready with the node's devices", |st| {
             st.devices.as_ref().is_some_and(|d| d.nodes == 1 && d.healthy == DEVICES as i64)
@@ -161,6 +157,21 @@ async fn the_unchanged_daemonset_registers_the_plugin_with_the_kubelet_and_the_n
     assert_eq!((driver.desired_nodes, driver.ready_nodes), (1, 1));
     assert_eq!(condition(&status, "DriverReady").2, "1/1 nodes on 1.1.0, 1 ready");
     assert!(status.node_issues.is_empty(), "{:?}", status.node_issues);
+
+    // A kubelet restart (`stop-component kubelet`, then `start-component`): the running plugin registers with the
+    // new kubelet, and the config stays Ready with the node's devices.
+    node::component("stop-component", "kubelet", &node);
+    assert!(!node::running(&node), "hack/node.sh status sees the kubelet stopped");
+    node::component("start-component", "kubelet", &node);
+    eventually(TIMEOUT, "the plugin registered with the restarted kubelet", || async {
+        (node::registrations(&node, node::DRIVER) > registered).then_some(())
+    })
+    .await;
+    assert!(node::running(&node));
+    s.wait_status("Ready after the kubelet restart", |st| {
+        st.devices.as_ref().is_some_and(|d| d.healthy == DEVICES as i64) && condition(st, "Ready").0 == "True"
+    })
+    .await;
     finish(&s).await;
 }
 

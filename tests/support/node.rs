@@ -51,6 +51,24 @@ pub fn kubelet_log(node: &str) -> String {
     std::fs::read_to_string(repo(&format!("target/controlplane/nodes/{node}/kubelet.log"))).unwrap_or_default()
 }
 
+/// How often the node's kubelet has logged the plugin of `driver` registering.
+pub fn registrations(node: &str, driver: &str) -> usize {
+    let socket = format!("{driver}-reg.sock");
+    kubelet_log(node).lines().filter(|l| l.contains("RegisterPlugin started") && l.contains(&socket)).count()
+}
+
+/// `hack/controlplane.sh stop-component|start-component COMPONENT NODE` (kubelet or containerd).
+pub fn component(verb: &str, component: &str, node: &str) {
+    let status = Command::new(repo("hack/controlplane.sh")).args([verb, component, node]).status().unwrap();
+    assert!(status.success(), "hack/controlplane.sh {verb} {component} {node}");
+}
+
+/// Whether `hack/node.sh status` finds the node's kubelet and containerd running and the Node Ready.
+pub fn running(node: &str) -> bool {
+    let status = Command::new(repo("hack/node.sh")).args(["status", node]).stdout(Stdio::null()).status().unwrap();
+    status.success()
+}
+
 /// Where the plugin writes a claim's CDI spec (the host's CDI directory, which the node's containerd reads).
 pub fn cdi_spec(claim_uid: &str) -> PathBuf {
     PathBuf::from(format!("/var/run/cdi/{DRIVER}-{claim_uid}.json"))
