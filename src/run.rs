@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// Log as JSON lines.
     #[arg(long, env = "LOG_JSON")]
     pub log_json: bool,
+    /// What to log: a level (`debug`) or tracing filter directives (`info,neuron_dra_operator=debug`); default:
+    /// `RUST_LOG`, else `info`.
+    #[arg(long, env = "LOG_LEVEL")]
+    pub log_level: Option<String>,
     /// What the controller watches and how many configs it reconciles at once.
     #[command(flatten)]
     pub controller: crate::controller::Options,
@@ -62,7 +66,7 @@ impl RunArgs {
 
 /// `neuron-dra-operator run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    crate::runtime::telemetry::init_logging(args.log_json);
+    crate::runtime::telemetry::init_logging(args.log_json, args.log_level.as_deref())?;
     let metrics = Arc::new(Metrics::default());
     crate::controller::count_errors_from_zero(&metrics);
     let client = crate::runtime::client::counted_client(metrics.clone()).await?;

@@ -7,7 +7,7 @@ mod support {
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::cluster::{Operator, OperatorOptions, operator_kubeconfig, unique};
+use support::cluster::{Operator, OperatorOptions, TEST_LABEL, operator_kubeconfig, unique};
 
 #[test]
 fn run_without_the_lease_namespace_says_what_is_missing_in_one_line() {
@@ -52,4 +52,46 @@ fn logs_written_to_a_file_carry_no_terminal_colours() {
     let log = operator.log_text();
     assert!(log.contains("INFO"), "{log}");
     assert!(!log.contains('\u{1b}'), "ANSI escape codes in a log file: {log:?}");
+}
+
+/// `--log-level` filters the logs and wins over `RUST_LOG` (the chart's `logLevel` sets it).
+#[test]
+fn log_level_wins_over_rust_log() {
+    let id = unique("loglevel");
+    let dir = std::env::temp_dir().join(format!("ndo-{id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("operator.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0", "--leader-elect=false"])
+        .args(["--config-selector", &format!("{TEST_LABEL}={id}"), "--log-level", "info"])
+        .env("KUBECONFIG", operator_kubeconfig(&dir))
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    while !text().contains("caches synced") {
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("no info line with --log-level info and RUST_LOG=error: {}", text());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_log_level_that_is_no_filter_is_refused_in_one_line() {
+    let output = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
+        .args(["run", "--log-level", "neuron_dra_operator=loud"])
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(!output.status.success());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("--log-level \"neuron_dra_operator=loud\" is not a log level or filter"), "{stderr}");
 }

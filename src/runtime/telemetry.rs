@@ -287,10 +287,15 @@ impl Readiness {
     }
 }
 
-/// Logs to stderr, as JSON when asked; `RUST_LOG` filters (default `info`).
-pub fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_lease_manager=warn"));
+/// Logs to stderr, as JSON when asked, filtered by `--log-level`, else `RUST_LOG`, else `info` (the lease
+/// manager's per-renewal lines only from `warn`). A `--log-level` that is not a filter is an error.
+pub fn init_logging(json: bool, level: Option<&str>) -> anyhow::Result<()> {
+    let filter = match level {
+        Some(level) => tracing_subscriber::EnvFilter::try_new(level)
+            .map_err(|e| anyhow::anyhow!("--log-level {level:?} is not a log level or filter: {e}"))?,
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_lease_manager=warn")),
+    };
     // Colours only on a terminal: logs written to a file or collected from a container stay plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
@@ -299,6 +304,7 @@ pub fn init_logging(json: bool) {
     } else {
         builder.init();
     }
+    Ok(())
 }
 
 /// Seconds as a histogram observation.
