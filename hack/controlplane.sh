@@ -81,6 +81,9 @@ CONTROLLERS="garbage-collector-controller,namespace-controller,daemonset-control
 CONTROLLERS+=",deployment-controller,replicaset-controller"
 CONTROLLERS+=",serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
 CONTROLLERS+=",clusterrole-aggregation-controller,resourceclaim-controller,device-taint-eviction-controller"
+# EndpointSlices, for what finds pods through a Service as Prometheus does (the chart's `helm test`); PDB status,
+# without which the eviction API refuses every pod a PodDisruptionBudget covers.
+CONTROLLERS+=",endpointslice-controller,disruption-controller"
 
 READY_TIMEOUT="${CONTROLPLANE_READY_TIMEOUT:-120}"
 

@@ -1,5 +1,5 @@
 //! Command-line entry points of `neuron-dra-operator`, the binary the operator image ships (`run`, and `render` and
-//! `crd`, which users run too). The development tools are in `neuron-dra-devtools` (src/bin).
+//! `crd`, which users run too, and `smoke-test`, which the chart's `helm test` runs). The development tools are in `neuron-dra-devtools` (src/bin).
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,16 @@ pub enum Command {
         /// Target namespace for the templates (repeatable); default: the config's `templates.namespaces`.
         #[arg(long = "namespace", short = 'n')]
         namespaces: Vec<String>,
+    },
+    /// Scrape every ready operator replica's /metrics as this pod's ServiceAccount (what the chart's `helm test`
+    /// runs).
+    SmokeTest {
+        /// The operator's metrics Service.
+        #[arg(long, default_value = "neuron-dra-operator-metrics")]
+        service: String,
+        /// Its namespace; default: this pod's.
+        #[arg(long)]
+        namespace: Option<String>,
     },
 }
 
@@ -87,6 +97,45 @@ pub fn parse_config(text: &str) -> Result<NeuronDRAConfig, Vec<FieldError>> {
 
 fn problem(path: &str, reason: impl Into<String>) -> FieldError {
     FieldError { path: path.to_string(), reason: reason.into() }
+}
+
+/// A series every operator serves from its start (counters begin at 0), so a scrape without it did not reach one.
+const SMOKE_SERIES: &str = "neuron_dra_operator_reconcile_errors_total";
+
+/// `smoke-test`: scrapes /metrics of every ready replica behind the metrics Service, as Prometheus does (from the
+/// Service's EndpointSlices, straight to each pod), with this pod's own token. It checks what a scrape needs: the
+/// Service selects the replicas, the network policy lets the pod in, and /metrics authenticates and authorizes the
+/// token. Not the certificate, which is self-signed unless one is configured.
+pub async fn smoke_test(service: &str, namespace: Option<&str>) -> anyhow::Result<String> {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let config = kube::Config::infer().await.context("no in-cluster or kubeconfig credentials")?;
+    let namespace = namespace.unwrap_or(&config.default_namespace).to_string();
+    let client = kube::Client::try_from(config.clone()).context("building the API client")?;
+    let slices = kube::Api::<EndpointSlice>::namespaced(client, &namespace)
+        .list(&kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
+        .await
+        .with_context(|| format!("listing the EndpointSlices of Service {namespace}/{service}"))?;
+    let mut targets = Vec::new();
+    for slice in &slices.items {
+        let port = slice.ports.iter().flatten().find(|p| p.name.as_deref() == Some("https")).and_then(|p| p.port);
+        let ready = slice.endpoints.iter().filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false));
+        for address in ready.flat_map(|e| e.addresses.iter()) {
+            let host = if address.contains(':') { format!("[{address}]") } else { address.clone() };
+            targets.extend(port.map(|port| format!("https://{host}:{port}")));
+        }
+    }
+    anyhow::ensure!(!targets.is_empty(), "Service {namespace}/{service} has no ready endpoint with an https port");
+    for target in &targets {
+        let mut scrape = config.clone();
+        scrape.cluster_url = target.parse()?;
+        scrape.root_cert = None;
+        scrape.accept_invalid_certs = true;
+        let client = kube::Client::try_from(scrape).context("building the HTTPS client")?;
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        let text = client.request_text(request).await.map_err(|e| anyhow::anyhow!("GET {target}/metrics: {e}"))?;
+        anyhow::ensure!(text.contains(SMOKE_SERIES), "GET {target}/metrics answered without {SMOKE_SERIES}");
+    }
+    Ok(format!("smoke test passed: {} replica(s) of Service {namespace}/{service} served /metrics", targets.len()))
 }
 
 pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {

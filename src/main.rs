@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use neuron_dra_operator::cli::{Cli, Command, render};
+use neuron_dra_operator::cli::{Cli, Command, render, smoke_test};
 use neuron_dra_operator::runtime::crd::crd_yaml;
 
 fn run(args: neuron_dra_operator::run::RunArgs) -> anyhow::Result<()> {
@@ -18,6 +18,12 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Render { file, namespaces } => render(&file, &namespaces).map(|yaml| print!("{yaml}")),
+        Command::SmokeTest { service, namespace } => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(smoke_test(&service, namespace.as_deref())))
+            .map(|report| println!("{report}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
