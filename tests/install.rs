@@ -159,6 +159,9 @@ fn the_csv_permissions_and_deployment_are_config_default() {
     let mut service = find(&objects, "Service", "neuron-dra-operator-metrics").clone();
     service["metadata"].as_object_mut().unwrap().remove("namespace");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::SERVICE_FILE)), service);
+    let mut budget = find(&objects, "PodDisruptionBudget", "neuron-dra-operator").clone();
+    budget["metadata"].as_object_mut().unwrap().remove("namespace");
+    assert_eq!(read_yaml(&format!("bundle/{}", bundle::DISRUPTION_BUDGET_FILE)), budget);
     // The metrics reader, bound by whoever scrapes, ships as a ClusterRole of its own.
     let reader = find(&objects, "ClusterRole", "neuron-dra-operator-metrics-reader");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::METRICS_READER_FILE)), *reader);

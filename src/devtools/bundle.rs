@@ -1,8 +1,8 @@
 //! The OLM bundle (`neuron-dra-devtools bundle`, `make bundle`, checked in under `bundle/`), generated from the
-//! sources the kustomize install uses: the Deployment, metrics Service and image from `config/manager`, the
-//! permissions and the metrics-reader ClusterRole from `config/rbac`, the CRD from `crds/`, `alm-examples` from
-//! `samples/`. `check` compares a
-//! bundle directory with what would be generated now and names every file that is missing, stale or unexpected.
+//! sources the kustomize install uses: the Deployment, PodDisruptionBudget, metrics Service and image from
+//! `config/manager`, the permissions and the metrics-reader ClusterRole from `config/rbac`, the CRD from `crds/`,
+//! `alm-examples` from `samples/`. `check` compares a bundle directory with what would be generated now and names
+//! every file that is missing, stale or unexpected.
 //!
 //! Output is deterministic: JSON maps are sorted by key and the sources are read in a fixed order. The
 //! ClusterServiceVersion itself is assembled in `csv`.
@@ -35,6 +35,7 @@ const REPLACES: Option<&str> = None;
 pub const CSV_FILE: &str = "manifests/neuron-dra-operator.clusterserviceversion.yaml";
 pub const CRD_FILE: &str = "manifests/neurondra.io_neurondraconfigs.yaml";
 pub const SERVICE_FILE: &str = "manifests/neuron-dra-operator-metrics_v1_service.yaml";
+pub const DISRUPTION_BUDGET_FILE: &str = "manifests/neuron-dra-operator_policy_v1_poddisruptionbudget.yaml";
 pub const METRICS_READER_FILE: &str =
     "manifests/neuron-dra-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml";
 pub const ANNOTATIONS_FILE: &str = "metadata/annotations.yaml";
@@ -49,6 +50,7 @@ pub struct Sources {
     /// `config/manager`'s Deployment with the image from its kustomization's `images`.
     pub deployment: Value,
     pub metrics_service: Value,
+    pub disruption_budget: Value,
     /// The rules of every ClusterRole `config/rbac` binds to the operator's ServiceAccount, in file order.
     pub cluster_rules: Vec<Value>,
     /// The ClusterRoles it binds to nobody (the metrics reader, for whoever scrapes): shipped as they are.
@@ -104,6 +106,7 @@ impl Sources {
         Ok(Sources {
             deployment,
             metrics_service: one(&manager, "Service")?,
+            disruption_budget: one(&manager, "PodDisruptionBudget")?,
             cluster_rules: granted.iter().flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default()).collect(),
             unbound_cluster_roles: unbound,
             role: one(&rbac, "Role")?,
@@ -124,15 +127,19 @@ impl Sources {
 pub fn generate(root: &Path) -> anyhow::Result<Files> {
     let sources = Sources::read(root)?;
     let crd: Value = serde_yaml::from_str(&sources.crd_yaml).context("parsing the CRD")?;
-    let mut service = sources.metrics_service.clone();
     // OLM creates bundle objects in the namespace the operator is installed in.
-    if let Some(metadata) = service["metadata"].as_object_mut() {
-        metadata.remove("namespace");
-    }
+    let without_namespace = |object: &Value| {
+        let mut object = object.clone();
+        if let Some(metadata) = object["metadata"].as_object_mut() {
+            metadata.remove("namespace");
+        }
+        object
+    };
     let mut files = Files::from([
         (CSV_FILE.into(), yaml(&csv(&sources, &crd)?)),
         (CRD_FILE.into(), sources.crd_yaml.clone()),
-        (SERVICE_FILE.into(), yaml(&service)),
+        (SERVICE_FILE.into(), yaml(&without_namespace(&sources.metrics_service))),
+        (DISRUPTION_BUDGET_FILE.into(), yaml(&without_namespace(&sources.disruption_budget))),
         (ANNOTATIONS_FILE.into(), yaml(&json!({ "annotations": annotations() }))),
         (DOCKERFILE.into(), dockerfile()),
     ]);
