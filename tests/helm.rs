@@ -71,7 +71,8 @@ fn kustomize(dir: &str) -> Vec<Value> {
     parse_all(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// Drops Helm's labels from every label map and selector; numbers as floats (kustomize prints `2.0` as `2`).
+/// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance); numbers
+/// as floats (kustomize prints `2.0` as `2`).
 fn normalized(value: &Value) -> Value {
     match value {
         Value::Number(n) => json!(n.as_f64()),
@@ -80,7 +81,7 @@ fn normalized(value: &Value) -> Value {
             .iter()
             .map(|(k, v)| {
                 let v = match (k.as_str(), v) {
-                    ("labels" | "matchLabels", Value::Object(labels)) => Value::Object(
+                    ("labels" | "matchLabels" | "selector", Value::Object(labels)) => Value::Object(
                         labels
                             .iter()
                             .filter(|(l, _)| !HELM_LABELS.contains(&l.as_str()))
@@ -125,6 +126,11 @@ fn the_values_schema_rejects_bad_values_naming_them() {
         ("metrics.certSecret=Not_A_Secret", "certSecret"),
         ("replica=3", "replica"),
         ("neuronDRAConfig.name=Not_A_Name", "name"),
+        ("serviceAccount.create=false", "name"),
+        ("podDisruptionBudget.maxUnavailable=0", "maxUnavailable"),
+        ("extraArgs[0]=leader-elect", "extraArgs"),
+        ("priorityClassName=Not_A_Class", "priorityClassName"),
+        ("logLevel=", "logLevel"),
     ];
     for (set, field) in cases {
         let out = helm(&["template", "x", CHART, "--set", set]);
@@ -160,7 +166,15 @@ fn leader_election_off_refuses_two_replicas_and_a_surge() {
 /// Namespace (Helm's `--create-namespace` makes it; see README).
 #[test]
 fn the_chart_renders_what_config_installs() {
-    let mut args = vec!["template", "neuron-dra-operator", CHART, "-n", "neuron-dra-operator-system", "--include-crds"];
+    let mut args = vec![
+        "template",
+        "neuron-dra-operator",
+        CHART,
+        "-n",
+        "neuron-dra-operator-system",
+        "--include-crds",
+        "--skip-tests",
+    ];
     args.extend(EVERYTHING_ON);
     let rendered = by_kind_and_name(parse_all(&helm(&args).ok("helm template")));
     let mut objects = kustomize("config/default");
@@ -192,6 +206,7 @@ fn values_reach_the_deployment() {
         "template",
         "x",
         CHART,
+        "--skip-tests",
         "--set",
         "replicas=1,leaderElection.enabled=false,metrics.port=9090,logJson=false,image.tag=9.9.9",
         "--set",
@@ -245,6 +260,106 @@ fn values_reach_the_deployment() {
     assert!(!parse_all(&out).iter().any(|o| o["kind"] == "NetworkPolicy"), "{out}");
 }
 
+/// The values a Helm user expects of an operator chart: pod labels, priority, security contexts, extra arguments
+/// and environment, the log level, the ServiceAccount, topology spread and the PodDisruptionBudget (the latter two
+/// only with more than one replica), and a ServiceMonitor that verifies a configured certificate.
+#[test]
+fn the_values_a_helm_user_expects_reach_the_objects() {
+    let out = helm(&[
+        "template",
+        "x",
+        CHART,
+        "--skip-tests",
+        "--set",
+        "podLabels.team=ml-platform,priorityClassName=system-cluster-critical,logLevel=debug",
+        "--set",
+        "extraArgs[0]=--max-concurrent-reconciles=2,extraEnv[0].name=HTTPS_PROXY,extraEnv[0].value=http://proxy:3128",
+        "--set",
+        "securityContext.readOnlyRootFilesystem=false,podSecurityContext.runAsUser=1000",
+        "--set",
+        "serviceAccount.create=false,serviceAccount.name=existing",
+        "--set",
+        "topologySpreadConstraints[0].maxSkew=2,topologySpreadConstraints[0].topologyKey=zone",
+        "--set",
+        "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.certSecret=metrics-tls",
+    ])
+    .ok("helm template");
+    let objects = parse_all(&out);
+    let find = |kind: &str| objects.iter().find(|o| o["kind"] == kind);
+    let deployment = find("Deployment").unwrap();
+    let template = &deployment["spec"]["template"];
+    let pod = &template["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(template["metadata"]["labels"]["team"], "ml-platform");
+    assert_eq!(deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"], "x");
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["serviceAccountName"], "existing");
+    assert!(find("ServiceAccount").is_none(), "serviceAccount.create=false made one: {out}");
+    assert_eq!(pod["securityContext"]["runAsUser"], 1000);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], false);
+    assert_eq!(
+        container["args"],
+        json!([
+            "run",
+            "--log-json",
+            "--metrics-cert-dir=/etc/neuron-dra-operator/metrics-certs",
+            "--log-level=debug",
+            "--max-concurrent-reconciles=2"
+        ])
+    );
+    assert_eq!(container["env"][2], json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"}));
+    assert_eq!(
+        pod["topologySpreadConstraints"],
+        json!([{"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}])
+    );
+    assert_eq!(find("PodDisruptionBudget").unwrap()["spec"]["maxUnavailable"], 1);
+    let tls = &find("ServiceMonitor").unwrap()["spec"]["endpoints"][0]["tlsConfig"];
+    assert_eq!(
+        *tls,
+        json!({"ca": {"secret": {"name": "metrics-tls", "key": "ca.crt"}}, "serverName": "x-neuron-dra-operator-metrics.default.svc"})
+    );
+
+    // One replica: nothing to spread and no budget; annotations on a created ServiceAccount.
+    let out = helm(&[
+        "template",
+        "x",
+        CHART,
+        "--skip-tests",
+        "--set",
+        "replicas=1,serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/r",
+    ])
+    .ok("helm template");
+    let objects = parse_all(&out);
+    let find = |kind: &str| objects.iter().find(|o| o["kind"] == kind);
+    assert!(find("PodDisruptionBudget").is_none(), "{out}");
+    assert!(find("Deployment").unwrap()["spec"]["template"]["spec"].get("topologySpreadConstraints").is_none());
+    let account = find("ServiceAccount").unwrap();
+    assert_eq!(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::1:role/r");
+}
+
+/// `helm test`'s objects: hooks only (a plain install creates none of them), a pod meeting the `restricted` Pod
+/// Security Standard that runs the operator image's `smoke-test` against the release's metrics Service.
+#[test]
+fn helm_test_is_a_restricted_smoke_test_pod_of_the_operator_image() {
+    let out = helm(&["template", "x", CHART, "--show-only", "templates/tests/smoke-test.yaml"]).ok("helm template");
+    let objects = parse_all(&out);
+    let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "Pod"]);
+    for object in &objects {
+        assert_eq!(object["metadata"]["annotations"]["helm.sh/hook"], "test", "{object}");
+    }
+    let binding = &objects[1];
+    assert_eq!(binding["roleRef"]["name"], "x-neuron-dra-operator-metrics-reader");
+    let pod = &objects[4]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], "ghcr.io/neurondra/neuron-dra-operator:0.1.0");
+    assert_eq!(container["args"], json!(["smoke-test", "--service=x-neuron-dra-operator-metrics"]));
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(container["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+}
+
 #[test]
 fn the_chart_copies_of_crds_and_config_are_up_to_date() {
     for (source, copy) in COPIES {
@@ -270,6 +385,14 @@ fn the_chart_copies_of_crds_and_config_are_up_to_date() {
             assert!(COPIES.iter().any(|(_, copy)| *copy == name), "{CHART}/{name} is no copy `make chart` makes");
         }
     }
+    // The README is the values' comments as a table.
+    let read = |file: &str| std::fs::read_to_string(repo(&format!("{CHART}/{file}"))).unwrap();
+    let readme = neuron_dra_operator::devtools::chart_readme::generate(&read("Chart.yaml"), &read("values.yaml"));
+    assert!(readme.unwrap() == read("README.md"), "{CHART}/README.md is stale: run `make chart`");
+    assert!(
+        recipe.contains("chart-readme --chart charts/neuron-dra-operator"),
+        "`make chart` writes no README:\n{recipe}"
+    );
 }
 
 #[test]

@@ -156,6 +156,14 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     args.extend(["--wait", "--timeout", "150s"].map(String::from));
     helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
     check_installation(&s, &namespace, SELECTOR, 2).await;
+    // `helm test`: the chart's smoke-test pod scrapes both replicas through the Service's endpoints, under
+    // `restricted`, and its objects go once it passed.
+    let mut args = docs::helm_args(docs::HELM_TEST, &release, &namespace);
+    args.extend(["--timeout", "120s"].map(String::from));
+    let tested = helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(tested.contains("Phase:          Succeeded") || tested.contains("Phase: Succeeded"), "{tested}");
+    let left = kubectl(&["get", "pods,serviceaccounts", "-n", &namespace, "-o", "name"]);
+    assert!(!left.contains("smoke-test"), "helm test left {left}");
     helm(&["uninstall", &release, "-n", &namespace, "--wait", "--timeout", "60s"]);
 
     // kustomize: the documented `kubectl apply -k config/default` (its namespace enforces `restricted` itself).

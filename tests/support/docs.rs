@@ -1,5 +1,5 @@
-//! Commands docs/install.md shows for Helm and monitoring; tests/helm.rs, tests/monitoring.rs and tests/metrics.rs
-//! run them, and tests/install.rs checks that the doc shows exactly its own commands and these.
+//! Commands docs/install.md shows for Helm and monitoring; tests/helm.rs, tests/monitoring.rs, tests/metrics.rs and
+//! tests/real_node_install.rs run them, and tests/install.rs checks that the doc shows exactly its own commands and these.
 
 #![allow(dead_code)]
 
@@ -9,6 +9,8 @@ pub const HELM_MONITORING: &str = "helm upgrade neuron-dra-operator charts/neuro
 pub const HELM_UPGRADE: &str =
     "helm upgrade neuron-dra-operator charts/neuron-dra-operator -n neuron-dra-operator-system --reuse-values";
 pub const HELM_UNINSTALL: &str = "helm uninstall neuron-dra-operator -n neuron-dra-operator-system";
+/// Run on the real node (tests/real_node_install.rs): the smoke-test pod needs a kubelet.
+pub const HELM_TEST: &str = "helm test neuron-dra-operator -n neuron-dra-operator-system";
 pub const APPLY_PROMETHEUS: &str = "kubectl apply -k config/prometheus";
 pub const APPLY_GRAFANA: &str = "kubectl apply -k config/grafana";
 /// Lets a Prometheus running as ServiceAccount `monitoring/prometheus-k8s` (kube-prometheus' name) read `/metrics`.
@@ -19,6 +21,7 @@ pub const COMMANDS: &[&str] = &[
     HELM_MONITORING,
     HELM_UPGRADE,
     HELM_UNINSTALL,
+    HELM_TEST,
     APPLY_PROMETHEUS,
     APPLY_GRAFANA,
     BIND_METRICS_READER,

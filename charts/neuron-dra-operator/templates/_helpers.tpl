@@ -20,6 +20,7 @@ The prefix of every object's name: the release name when it already contains the
 {{- end }}
 {{- end }}
 
+{{/* The operator's ServiceAccount: serviceAccount.name, else the full name (created or not by serviceAccount.create). */}}
 {{- define "neuron-dra-operator.serviceAccountName" -}}
 {{- default (include "neuron-dra-operator.fullname" .) .Values.serviceAccount.name }}
 {{- end }}
@@ -33,8 +34,10 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
-{{/* The operator pods' labels, which the Deployment and the Service select. */}}
+{{/* The operator pods' labels, which the Deployment, the Service, the PodDisruptionBudget and the topology spread
+select; the instance keeps two releases in one namespace apart. */}}
 {{- define "neuron-dra-operator.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "neuron-dra-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end }}
