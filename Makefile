@@ -26,7 +26,7 @@ crds:
 	$(MAKE) --no-print-directory chart
 
 ## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD,
-## the RBAC rules, the alerts and the dashboard. Its templates are compared with config/ by tests/helm.rs.
+## the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
 CHART := charts/neuron-dra-operator
 .PHONY: chart
 chart:
@@ -38,6 +38,7 @@ chart:
 	cp config/rbac/operator_policy.yaml $(CHART)/files/operator_policy.yaml
 	cp config/prometheus/prometheus_rule.yaml $(CHART)/files/prometheus_rule.yaml
 	cp config/grafana/neuron-dra-operator.json $(CHART)/files/neuron-dra-operator.json
+	$(CARGO) run --locked --quiet --features devtools --bin neuron-dra-devtools -- chart-readme --chart $(CHART)
 
 ## The operator image, read from config/manager/kustomization.yaml: the one place it is named.
 IMG_NAME := $(shell awk '$$1 == "newName:" {print $$2}' config/manager/kustomization.yaml)

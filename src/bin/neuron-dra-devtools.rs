@@ -1,12 +1,12 @@
 //! `neuron-dra-devtools`: the tools that build and exercise the operator but never run in a cluster, kept out of
-//! the operator image: a simulated Trainium fleet (tests, benchmarks, `make demo`) and the OLM bundle generator
-//! (`make bundle`).
+//! the operator image: a simulated Trainium fleet (tests, benchmarks, `make demo`), the OLM bundle generator
+//! (`make bundle`) and the Helm chart's README (`make chart`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use neuron_dra_operator::devtools::{bundle, simulate};
+use neuron_dra_operator::devtools::{bundle, chart_readme, simulate};
 
 #[derive(Parser, Debug)]
 #[command(name = "neuron-dra-devtools", version, about = "Development tools of neuron-dra-operator")]
@@ -28,6 +28,12 @@ enum Command {
         /// The checkout to read config/, crds/ and samples/ from.
         #[arg(long, default_value = ".")]
         root: PathBuf,
+    },
+    /// Write a Helm chart's README.md from its Chart.yaml and the comments of its values.yaml.
+    ChartReadme {
+        /// The chart's directory.
+        #[arg(long, default_value = "charts/neuron-dra-operator")]
+        chart: PathBuf,
     },
 }
 
@@ -51,10 +57,20 @@ fn run_bundle(root: &Path, output: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn run_chart_readme(chart: &Path) -> anyhow::Result<()> {
+    let read = |file: &str| {
+        std::fs::read_to_string(chart.join(file)).map_err(|e| anyhow::anyhow!("{}: {e}", chart.join(file).display()))
+    };
+    let readme = chart_readme::generate(&read("Chart.yaml")?, &read("values.yaml")?)?;
+    std::fs::write(chart.join("README.md"), readme)?;
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Simulate(command) => run_simulate(command),
         Command::Bundle { output, root } => run_bundle(&root, &output),
+        Command::ChartReadme { chart } => run_chart_readme(&chart),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
