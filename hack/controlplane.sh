@@ -76,9 +76,10 @@ esac
 # there is no kubelet: node-lifecycle (would taint every Node NotReady and evict
 # pods), pod-garbage-collector (deletes pods bound to unknown nodes), ttl, and
 # everything workload-related we do not use. Deployments and ReplicaSets are on so the install tests see the
-# operator's own pods created, that is admitted under its namespace's Pod Security enforcement.
+# operator's own pods created, that is admitted under its namespace's Pod Security enforcement; Jobs for the
+# training example (examples/training-job.yaml).
 CONTROLLERS="garbage-collector-controller,namespace-controller,daemonset-controller"
-CONTROLLERS+=",deployment-controller,replicaset-controller"
+CONTROLLERS+=",deployment-controller,replicaset-controller,job-controller"
 CONTROLLERS+=",serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
 CONTROLLERS+=",clusterrole-aggregation-controller,resourceclaim-controller,device-taint-eviction-controller"
 # EndpointSlices, for what finds pods through a Service as Prometheus does (the chart's `helm test`); PDB status,

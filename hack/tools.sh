@@ -8,6 +8,7 @@
 #   hack/tools.sh path helm|promtool|bundle-validate   build (or unpack) if needed, print the binary's path
 #   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
+#   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
 #
 # Each tool lives in ~/.cache/neuron-dra-operator/tools/<tool>/<version>/<tool>,
 # next to a stamp (a hash of its wrapper module, the Go version and this recipe)
@@ -21,6 +22,9 @@ CACHE_ROOT="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/tools"
 # prometheus-operator ships the ServiceMonitor and PrometheusRule CRDs in its
 # module zip; only these files are used (server-side dry runs of config/prometheus).
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
+# LeaderWorkerSet ships its CRD in its module zip too (config/crd/bases); examples/leaderworkerset.yaml is checked
+# against it with a server-side dry run.
+LWS_VERSION=v0.7.0
 
 log() { echo "tools: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -139,13 +143,24 @@ ensure() {
   echo "${dir}/${tool}"
 }
 
+# module_dir MODULE@VERSION: the module's directory in the Go module cache, downloaded if needed.
+module_dir() {
+  (cd "${REPO_ROOT}" && GOWORK=off GOFLAGS='' go mod download -json "$1" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+}
+
 prometheus_crds() {
   local dir
-  dir="$(cd "${REPO_ROOT}" && GOWORK=off GOFLAGS= go mod download -json \
-    "github.com/prometheus-operator/prometheus-operator@${PROMETHEUS_OPERATOR_VERSION}" |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+  dir="$(module_dir "github.com/prometheus-operator/prometheus-operator@${PROMETHEUS_OPERATOR_VERSION}")"
   [[ -d "${dir}/example/prometheus-operator-crd" ]] || die "no example/prometheus-operator-crd in ${dir}"
   echo "${dir}/example/prometheus-operator-crd"
+}
+
+lws_crds() {
+  local dir
+  dir="$(module_dir "sigs.k8s.io/lws@${LWS_VERSION}")"
+  [[ -d "${dir}/config/crd/bases" ]] || die "no config/crd/bases in ${dir}"
+  echo "${dir}/config/crd/bases"
 }
 
 main() {
@@ -159,7 +174,8 @@ main() {
       for tool in "${tools[@]}"; do ensure "${tool}" >/dev/null; done
       ;;
     prometheus-crds) prometheus_crds ;;
-    *) echo "usage: $0 path TOOL | build [TOOL...] | prometheus-crds" >&2; exit 2 ;;
+    lws-crds) lws_crds ;;
+    *) echo "usage: $0 path TOOL | build [TOOL...] | prometheus-crds | lws-crds" >&2; exit 2 ;;
   esac
 }
 

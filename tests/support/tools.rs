@@ -21,8 +21,17 @@ pub fn tool(name: &str) -> PathBuf {
 
 /// The directory of prometheus-operator's CRDs (from its Go module).
 pub fn prometheus_crds() -> PathBuf {
-    let out = Command::new(repo("hack/tools.sh")).arg("prometheus-crds").stdin(Stdio::null()).output().unwrap();
-    assert!(out.status.success(), "hack/tools.sh prometheus-crds failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    crds_of("prometheus-crds")
+}
+
+/// The directory of LeaderWorkerSet's CRD (from its Go module).
+pub fn lws_crds() -> PathBuf {
+    crds_of("lws-crds")
+}
+
+fn crds_of(command: &str) -> PathBuf {
+    let out = Command::new(repo("hack/tools.sh")).arg(command).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "hack/tools.sh {command} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
