@@ -98,6 +98,9 @@ test-node:
 	@# manage every config beside the tests' own operators.
 	kubectl --kubeconfig $(KUBECONFIG_LOCAL) delete deployments -A -l app.kubernetes.io/name=neuron-dra-operator \
 	  --ignore-not-found --wait=true >/dev/null
+	@# Simulated nodes a failed test left are Ready to the scheduler: the real node's pods would land there.
+	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) run --locked --quiet --features devtools --bin neuron-dra-devtools -- \
+	  simulate clear
 	$(NODE_SH) up
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored --test-threads=1
 

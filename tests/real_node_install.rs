@@ -149,10 +149,17 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     node::name(&s.client).await;
     cluster::install();
 
-    // Helm, as docs/install.md says, into a namespace of this test that enforces `restricted`.
+    // Helm, as docs/install-eks.md says (a namespace that enforces `restricted`, the image from "your registry",
+    // here the one built for the node), with this test's release and namespace.
     let release = s.id.clone();
-    let namespace = s.namespace("helm", &[("pod-security.kubernetes.io/enforce", "restricted")]).await;
-    let mut args = docs::helm_args(docs::HELM_INSTALL, &release, &namespace);
+    let namespace = format!("{}-helm", s.id);
+    let own = |command: &str| command.replace("neuron-dra-operator-system", &namespace);
+    let kubectl_doc = |command: &str| kubectl(&own(command).split(' ').skip(1).collect::<Vec<_>>());
+    kubectl_doc(docs::EKS_CREATE_NAMESPACE);
+    kubectl_doc(docs::EKS_LABEL_NAMESPACE);
+    let install =
+        docs::EKS_HELM_INSTALL.replace("ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator", IMAGE_REPOSITORY);
+    let mut args = docs::helm_args(&install, &release, &namespace);
     args.extend(["--wait", "--timeout", "150s"].map(String::from));
     helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
     check_installation(&s, &namespace, SELECTOR, 2).await;

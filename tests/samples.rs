@@ -152,10 +152,15 @@ async fn the_samples_work_together_and_every_example_is_scheduled_in_its_pool() 
     // A fine-tuning pod, then the pretraining Job's two whole-node pods, all in the training pool.
     let training = format!("{}-ml-training", s.id);
     let in_pool = |node: &str, group: &str| assert_eq!(node_label(node, NODE_GROUP), format!("{}-{group}", s.id));
-    for pod in example("pod.yaml") {
-        create_pod(&s.client, &training, &own.workload(pod)).await;
-    }
-    in_pool(&bound(s, &training, "finetune").await, "trn2-training");
+    // As docs/install-eks.md shows it: applied, then looked at with kubectl.
+    let pod = serde_json::to_string(&own.workload(example("pod.yaml").remove(0))).unwrap();
+    let applied = kubectl_with(&support::cluster::kubeconfig(), &["apply", "-f", "-"], Some(&pod));
+    assert!(applied.as_ref().is_ok_and(|out| out.contains("pod/finetune created")), "{applied:?}");
+    let node = bound(s, &training, "finetune").await;
+    in_pool(&node, "trn2-training");
+    assert!(kubectl(&["get", "pod", "finetune", "-n", &training, "-o", "wide"]).contains(&node));
+    let claims = kubectl(&["get", "resourceclaims", "-n", &training]);
+    assert!(claims.lines().any(|l| l.starts_with("finetune-neurons-") && l.contains("allocated")), "{claims}");
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(s.client.clone(), &training);
     for job in example("training-job.yaml") {
         apply(&jobs, &own.workload(job)).await;

@@ -39,3 +39,66 @@ pub fn helm_args(command: &str, release: &str, namespace: &str) -> Vec<String> {
     args[n + 1] = namespace.to_string();
     args
 }
+
+/// docs/install-eks.md, in its order. Each is run by a test (with this test's names where it names a release,
+/// namespace, config or image: see `EKS_SUBSTITUTED`), except the AWS ones (`EKS_AWS_ONLY`).
+pub const EKS_ECR_CREATE: &str = "aws ecr create-repository --repository-name neuron-dra-operator";
+pub const EKS_ECR_LOGIN: &str =
+    "aws ecr get-login-password | docker login --username AWS --password-stdin ACCOUNT.dkr.ecr.REGION.amazonaws.com";
+pub const EKS_MAKE_IMAGE: &str = "make image IMG=ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator:0.1.0";
+pub const EKS_PUSH: &str = "docker push ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator:0.1.0";
+pub const EKS_CREATE_NAMESPACE: &str = "kubectl create namespace neuron-dra-operator-system";
+pub const EKS_LABEL_NAMESPACE: &str =
+    "kubectl label namespace neuron-dra-operator-system pod-security.kubernetes.io/enforce=restricted";
+pub const EKS_HELM_INSTALL: &str = "helm install neuron-dra-operator charts/neuron-dra-operator -n neuron-dra-operator-system --set image.repository=ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator";
+pub const EKS_APPLY_SAMPLES: &str = "kubectl apply -k config/samples";
+pub const EKS_GET: &str = "kubectl get ndc";
+pub const EKS_APPLY_POD: &str = "kubectl apply -f examples/pod.yaml";
+pub const EKS_GET_POD: &str = "kubectl get pod finetune -n ml-training -o wide";
+pub const EKS_GET_CLAIMS: &str = "kubectl get resourceclaims -n ml-training";
+pub const EKS_SHOW_CRDS: &str =
+    "helm show crds charts/neuron-dra-operator | kubectl apply --server-side --force-conflicts -f -";
+pub const EKS_DELETE_CONFIGS: &str = "kubectl delete ndc --all --wait=true --timeout=5m";
+pub const EKS_DELETE_CRD: &str = "kubectl delete crd neurondraconfigs.neurondra.io";
+pub const EKS_RECOVER_FINALIZER: &str =
+    r#"kubectl patch ndc CONFIG --type=merge -p '{"metadata":{"finalizers":null}}'"#;
+pub const EKS_RECOVER_NAMESPACED: &str =
+    "kubectl delete daemonsets,serviceaccounts,resourceclaimtemplates -A -l neurondra.io/config=CONFIG";
+pub const EKS_RECOVER_CLUSTER: &str = "kubectl delete clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings -l neurondra.io/config=CONFIG";
+
+pub const EKS_AWS_ONLY: &[&str] = &[EKS_ECR_CREATE, EKS_ECR_LOGIN, EKS_MAKE_IMAGE, EKS_PUSH];
+/// Run with a test's own names: the release and namespace (tests/real_node_install.rs), the samples' names
+/// (tests/samples.rs), `--all` narrowed to the test's configs, `CONFIG` (tests/install_eks.rs).
+pub const EKS_SUBSTITUTED: &[&str] = &[
+    EKS_CREATE_NAMESPACE,
+    EKS_LABEL_NAMESPACE,
+    EKS_HELM_INSTALL,
+    HELM_TEST,
+    EKS_APPLY_SAMPLES,
+    EKS_GET,
+    EKS_APPLY_POD,
+    EKS_GET_POD,
+    EKS_GET_CLAIMS,
+    EKS_SHOW_CRDS,
+    HELM_UPGRADE,
+    EKS_DELETE_CONFIGS,
+    HELM_UNINSTALL,
+    EKS_DELETE_CRD,
+    EKS_RECOVER_FINALIZER,
+    EKS_RECOVER_NAMESPACED,
+    EKS_RECOVER_CLUSTER,
+];
+
+/// The ```sh lines of a Markdown file (comments and blank lines left out).
+pub fn shell_lines(markdown: &str) -> Vec<String> {
+    let mut in_block = false;
+    let mut shown = Vec::new();
+    for line in markdown.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block && line.trim_start_matches('`').starts_with("sh");
+        } else if in_block && !line.trim().is_empty() && !line.trim_start().starts_with('#') {
+            shown.push(line.split(" #").next().unwrap().trim().to_string());
+        }
+    }
+    shown
+}
