@@ -9,6 +9,7 @@ use kube::{Client, ResourceExt};
 
 use super::Stores;
 use crate::api::NeuronDRAConfig;
+use crate::logic::validate::ValidatedConfig;
 use crate::runtime::telemetry::Metrics;
 
 /// What every reconcile shares.
@@ -60,17 +61,23 @@ impl Context {
 
     /// Drops everything kept about a config that is gone: its metric series and its entries here.
     pub(super) fn forget(&self, config: &NeuronDRAConfig) {
-        let name = config.name_any();
-        self.failures.lock().expect("not poisoned").remove(&name);
-        self.unparseable.lock().expect("not poisoned").remove(&name);
-        self.unhealthy_seen.lock().expect("not poisoned").remove(&name);
-        self.in_use_seen.lock().expect("not poisoned").remove(&name);
-        self.held_back_seen.lock().expect("not poisoned").remove(&name);
-        self.applier.expectations.forget(&super::reconcile::config_key(&name));
-        if let Some(uid) = config.metadata.uid.as_deref() {
+        let validated = crate::logic::validate::validate(config).ok();
+        self.forget_named(&config.name_any(), config.metadata.uid.as_deref(), validated.as_ref());
+    }
+
+    /// `forget` by name and uid, also for a config that cannot be parsed: without its spec its per-template series
+    /// are unknown and stay until the operator restarts.
+    pub(super) fn forget_named(&self, name: &str, uid: Option<&str>, validated: Option<&ValidatedConfig>) {
+        self.failures.lock().expect("not poisoned").remove(name);
+        self.unparseable.lock().expect("not poisoned").remove(name);
+        self.unhealthy_seen.lock().expect("not poisoned").remove(name);
+        self.in_use_seen.lock().expect("not poisoned").remove(name);
+        self.held_back_seen.lock().expect("not poisoned").remove(name);
+        self.applier.expectations.forget(&super::reconcile::config_key(name));
+        if let Some(uid) = uid {
             self.stores.validations.forget(uid);
         }
-        self.metrics.forget(&name, crate::logic::validate::validate(config).ok().as_ref());
+        self.metrics.forget(name, validated);
     }
 
     pub(super) fn parsed_again(&self, name: &str) {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
@@ -53,6 +54,9 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
         ctx.parsed_again(&name);
     }
     let result = match &config.0 {
+        Err(invalid) if going_with_our_finalizer(&invalid.metadata) => {
+            cleanup_unparseable(&name, &invalid.metadata, &ctx).await
+        }
         Err(invalid) => report_unparseable(&name, invalid, &ctx).await,
         Ok(parsed) if parsed.spec.paused && parsed.meta().deletion_timestamp.is_none() => {
             // Paused: no writes but the status, not even the finalizer.
@@ -144,6 +148,36 @@ async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) 
     let reason = Reason::Unparseable.as_str();
     let refused = events::event(EventType::Warning, reason, "Validate", invalid.error.clone());
     events::publish(ctx, &reference, &[refused]).await;
+    Ok(Action::await_change())
+}
+
+fn going_with_our_finalizer(metadata: &ObjectMeta) -> bool {
+    metadata.deletion_timestamp.is_some() && metadata.finalizers.iter().flatten().any(|f| f == FINALIZER)
+}
+
+/// A config this build cannot parse that is being deleted: what it owns goes (found by its label and uid; the spec
+/// is not needed), then our finalizer, so an unreadable config never hangs in deletion.
+async fn cleanup_unparseable(name: &str, metadata: &ObjectMeta, ctx: &Context) -> Result<Action, Error> {
+    let rules = super::snapshot::rules_of(&ctx.stores.taint_rules.state(), name);
+    let mut pass = Pass::new(ctx, name, metadata.uid.clone(), Mode::Cleanup);
+    pass.delete_unclaimed().await;
+    let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
+    events::publish(ctx, &reference, &events::of_cleanup(&pass.report, &rules)).await;
+    failed(pass.report.errors)?;
+    // As a plain object: the typed client cannot read the answer. The test makes the write fail, rather than drop
+    // another's finalizer, when the list changed meanwhile.
+    let current = metadata.finalizers.clone().unwrap_or_default();
+    let kept: Vec<&String> = current.iter().filter(|f| *f != FINALIZER).collect();
+    let operations = json!([{"op": "test", "path": "/metadata/finalizers", "value": current},
+        {"op": "replace", "path": "/metadata/finalizers", "value": kept}]);
+    let patch = Patch::<()>::Json(serde_json::from_value(operations).expect("a well-formed JSON patch"));
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ApiResource::erase::<NeuronDRAConfig>(&()));
+    match api.patch(name, &PatchParams::default(), &patch).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => return Err(Error::Finalizer(Box::new(FinalizerError::RemoveFinalizer(error)))),
+    }
+    ctx.forget_named(name, metadata.uid.as_deref(), None);
     Ok(Action::await_change())
 }
 
