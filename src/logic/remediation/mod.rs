@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::resource::v1::DeviceTaint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use kube::core::{Object, TypeMeta};
 
@@ -72,7 +73,14 @@ pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTre
         let key = |p: &Problem| (!remediated.contains(&p.node), p.since.is_none(), p.since.as_ref().map(|t| t.0));
         key(a).cmp(&key(b)).then_with(|| a.node.cmp(&b.node))
     });
-    let held_back = failing.split_off(budget.min(failing.len()));
+    // A percentage follows the fleet's size: when fewer nodes are selected, the nodes already remediated keep their
+    // rule (a smaller fleet must not put known-bad devices back in service); only new ones wait for room. A count
+    // lowered below what is remediated is the user's choice, and releases the most recent.
+    let kept = match policy.max_nodes {
+        IntOrString::String(_) => failing.iter().filter(|p| remediated.contains(&p.node)).count(),
+        IntOrString::Int(_) => 0,
+    };
+    let held_back = failing.split_off(budget.max(kept).min(failing.len()));
     Decision { effect: policy.effect, budget, remediate: failing, held_back }
 }
 

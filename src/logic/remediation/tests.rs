@@ -186,3 +186,22 @@ fn max_nodes_is_a_count_or_a_percentage() {
     }
     assert!(remediation_problems(None).is_empty());
 }
+
+#[test]
+fn a_percentage_budget_never_releases_a_failing_node_as_the_fleet_changes() {
+    let half = policy(IntOrString::String("50%".into()));
+    // Four nodes, two failing and remediated; two healthy ones leave: the budget drops to one, both stay.
+    let fleet = [sick("a", 100), sick("b", 200), healthy("c"), healthy("d")];
+    assert_eq!(names(&decide_over(&half, &fleet, &[]).remediate), ["a", "b"]);
+    let smaller = decide_over(&half, &fleet[..2], &["a", "b"]);
+    assert_eq!((smaller.budget, names(&smaller.remediate)), (1, vec!["a", "b"]));
+    assert!(smaller.held_back.is_empty());
+    // A third node fails meanwhile: it waits for room, the remediated ones stay.
+    let third = [sick("a", 100), sick("b", 200), sick("e", 50)];
+    let decision = decide_over(&half, &third, &["a", "b"]);
+    assert_eq!((names(&decision.remediate), names(&decision.held_back)), (vec!["a", "b"], vec!["e"]));
+    // Healthy nodes join: the budget grows, nothing is released, the waiting node gets its rule.
+    let grown = [sick("a", 100), sick("b", 200), sick("e", 50), healthy("f"), healthy("g"), healthy("h")];
+    let decision = decide_over(&half, &grown, &["a", "b"]);
+    assert_eq!(names(&decision.remediate), ["a", "b", "e"]);
+}
