@@ -203,6 +203,22 @@ fn a_terminating_pod_beside_its_replacement_does_not_stand_for_the_node() {
     assert_eq!(pods["n-0"].metadata.name.as_deref(), Some("plugin-n-0-new222"));
 }
 
+/// A soaking step writes its start once, then nothing; each pass asks to be looked at again when the soak ends
+/// (nothing in the cluster changes then to trigger one).
+#[test]
+fn a_soaking_step_is_looked_at_again_when_the_soak_ends() {
+    let (mut c, mut world) = rolling();
+    c.spec.driver.rollout.as_mut().unwrap().soak = "30s".into();
+    move_node(&mut world, 0, NEW, "1.2.0", true);
+    let passed = Plan::new(&with_rollout(&c, step(NOW - 30, &["n-0"])), &world.snapshot(), NOW).unwrap();
+    let status = passed.rollout.status.clone().unwrap();
+    assert_eq!((status.soak_start_time.clone(), passed.rollout.evict.len()), (Some(time(NOW)), 0));
+    assert_eq!(passed.rollout.recheck, Some(std::time::Duration::from_secs(31)));
+    let later = Plan::new(&with_rollout(&c, status.clone()), &world.snapshot(), NOW + 10).unwrap();
+    assert_eq!(later.rollout.status.as_ref(), Some(&status), "nothing new to write while soaking");
+    assert_eq!(later.rollout.recheck, Some(std::time::Duration::from_secs(21)));
+}
+
 /// A halt of the spec's template keeps the DaemonSet on the last good template (so nodes that join get it) and
 /// judges the rollout under the revision the status names; a new template in the spec ends the hold.
 #[test]

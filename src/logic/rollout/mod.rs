@@ -1,21 +1,24 @@
 //! rollout (pure): which plugin version each node runs, and, with a `driver.rollout` policy, the stepped rollout's
 //! next move: wait for the current step, halt it, or move the next nodes (delete their old plugin pods).
 //!
-//! Nothing here is remembered between reconciles but what the status says: the step's nodes and start time, and a
-//! halt, all under the target controller revision. Which node runs what comes from the plugin pods'
-//! `controller-revision-hash` label against the DaemonSet's newest ControllerRevision, so an operator restart (or a
-//! new leader) picks the rollout up where the cluster shows it.
+//! Nothing here is remembered between reconciles but what the status says: the rollout's start, the step's nodes,
+//! start and soak times, the last good revision, and a halt or rollback, all under the target controller revision.
+//! Which node runs what comes from the plugin pods' `controller-revision-hash` label against the target revision, so
+//! an operator restart (or a new leader) picks the rollout up where the cluster shows it.
 
 mod check;
+mod counts;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 
+pub use counts::versions;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{NodeIssue, OnFailure, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
+use crate::api::{NodeIssue, OnFailure, RolloutPolicy, RolloutState, RolloutStatus, StepNode};
 use crate::logic::text::first_of;
 
 /// Entries kept in `status.driver.versions` and in `failedNodes`.
@@ -73,32 +76,6 @@ impl NodeState {
     fn running(&self) -> Option<&str> {
         self.pod.as_ref().filter(|p| !p.terminating).and_then(|p| p.revision.as_deref())
     }
-}
-
-/// The plugin versions the nodes run: per revision, its nodes and ready nodes; most nodes first, bounded.
-pub fn versions(nodes: &[NodeState], revisions: &[Revision], current: Option<&str>) -> Vec<VersionCount> {
-    let by_hash: HashMap<&str, &Revision> = revisions.iter().map(|r| (r.hash.as_str(), r)).collect();
-    let mut counts: BTreeMap<&str, (i32, i32)> = BTreeMap::new();
-    for node in nodes {
-        if let Some(hash) = node.running() {
-            let entry = counts.entry(hash).or_default();
-            entry.0 += 1;
-            entry.1 += i32::from(node.pod.as_ref().is_some_and(|p| p.ready));
-        }
-    }
-    let mut list: Vec<VersionCount> = counts
-        .into_iter()
-        .map(|(hash, (nodes, ready))| VersionCount {
-            version: by_hash.get(hash).map_or_else(|| hash.to_string(), |r| r.version()),
-            revision: hash.to_string(),
-            current: Some(hash) == current,
-            nodes,
-            ready,
-        })
-        .collect();
-    list.sort_by(|a, b| b.nodes.cmp(&a.nodes).then_with(|| b.current.cmp(&a.current)).then(a.version.cmp(&b.version)));
-    list.truncate(MAX_VERSIONS);
-    list
 }
 
 /// What one reconcile knows for planning a step.
@@ -388,7 +365,7 @@ fn time(seconds: i64) -> Time {
 pub fn halt_message(status: &RolloutStatus) -> String {
     let failed = first_of(status.failed_nodes.iter().map(|f| format!("{}: {}", f.node, f.message)), 5, "; ");
     let then = match status.state {
-        RolloutState::RollingBack => "its nodes move back to the last good version",
+        RolloutState::RollingBack => "moving its nodes back to the last good version; nothing moves forward",
         RolloutState::RolledBack => "its nodes run the last good version again",
         _ => "the other nodes keep their version",
     };

@@ -1,7 +1,7 @@
 mod failure;
 
 use super::*;
-use crate::api::PLUGIN_NOT_READY;
+use crate::api::{PLUGIN_NOT_READY, VersionCount};
 use crate::logic::status::{Reason, driver_condition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
