@@ -241,7 +241,7 @@ async fn a_rollout_moves_the_real_node_between_tags_and_a_notready_tag_halts_nam
     let s = Scenario::with_operator("node-rollout").await;
     let node = node::name(&s.client).await;
     let profiles = json!([{"name": "one", "training": {"instanceType": TYPE, "devices": 1}}]);
-    let rollout = json!({"driver": {"rollout": {"canary": 1, "maxUnavailable": 1, "timeout": "45s"}}});
+    let rollout = json!({"driver": {"rollout": {"canary": 1, "maxUnavailable": 1, "timeout": "45s", "soak": "5s"}}});
     let namespace = start(&s, &node, "1.1.0", profiles.clone(), rollout.clone()).await;
     node::published_devices(&s.client, &node, "1.1.0").await;
     s.wait_status("ready on 1.1.0", |st| condition(st, "DriverReady").0 == "True").await;

@@ -5,98 +5,24 @@
 mod support {
     pub mod cluster;
     pub mod fleet;
+    pub mod rollout;
     pub mod scenario;
 }
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
-use kube::api::{Api, ListParams};
 use neuron_dra_operator::api::{NeuronDRAConfigStatus, Phase, RolloutState};
-use serde_json::{Value, json};
-use support::cluster::{eventually, kubectl};
-use support::fleet::{Fleet, NodeGroup};
+use serde_json::json;
+use support::cluster::eventually;
+use support::rollout::{IMAGE, TYPE, all_on, apply, driver_ready, events, plugin_pods, ready_fleet, versions};
 use support::scenario::TIMEOUT;
-
-const IMAGE: &str = "public.ecr.aws/neuron/neuron-dra-driver";
-const TYPE: &str = "trn1.32xlarge";
-
-/// Applies the test's config with plugin image `tag` and `rollout`.
-async fn apply(f: &Fleet, tag: &str, rollout: Value) {
-    let s = &f.scenario;
-    let spec = json!({
-        "nodeSelector": f.node_selector(),
-        "driver": {"image": format!("{IMAGE}:{tag}"), "rollout": rollout},
-        "profiles": [{"name": "train", "training": {"devices": 4}}],
-    });
-    s.apply(&s.config(&s.id, spec)).await.unwrap();
-}
-
-fn driver_ready(status: &NeuronDRAConfigStatus) -> (&str, &str, &str) {
-    let c = status.conditions.iter().find(|c| c.type_ == "DriverReady").expect("DriverReady");
-    (c.status.as_str(), c.reason.as_str(), c.message.as_str())
-}
-
-/// Nodes per version, as `status.driver.versions` reports them.
-fn versions(status: &NeuronDRAConfigStatus) -> BTreeMap<String, i32> {
-    status
-        .driver
-        .as_ref()
-        .map(|d| d.versions.iter().map(|v| (v.version.clone(), v.nodes)).collect())
-        .unwrap_or_default()
-}
-
-fn all_on(status: &NeuronDRAConfigStatus, version: &str, nodes: i32) -> bool {
-    let d = status.driver.as_ref();
-    versions(status) == BTreeMap::from([(version.to_string(), nodes)])
-        && d.is_some_and(|d| d.ready_nodes == nodes && d.updated_nodes == nodes)
-        && driver_ready(status).0 == "True"
-}
-
-/// The plugin pods by node: (pod uid, image).
-async fn plugin_pods(f: &Fleet) -> BTreeMap<String, (String, String)> {
-    let pods: Api<Pod> = Api::namespaced(f.scenario.client.clone(), &f.scenario.driver_namespace());
-    pods.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| {
-            let spec = p.spec.as_ref()?;
-            Some((spec.node_name.clone()?, (p.uid()?, spec.containers[0].image.clone()?)))
-        })
-        .collect()
-}
-
-fn events(f: &Fleet) -> String {
-    kubectl(&["get", "events", "-A", "--field-selector", &format!("involvedObject.name={}", f.scenario.id)])
-}
-
-/// Starts a fleet of `nodes` with the plugin at 1.1.0 under `rollout`, ready everywhere.
-async fn ready_fleet(name: &str, nodes: usize, rollout: Value) -> Fleet {
-    let f = Fleet::with_plugin(name, &[NodeGroup::new(TYPE, nodes)]).await;
-    apply(&f, "1.1.0", rollout).await;
-    let status = f.wait_status("every node on 1.1.0", |s| all_on(s, "1.1.0", nodes as i32)).await;
-    assert_eq!(driver_ready(&status).2, format!("{nodes}/{nodes} nodes on 1.1.0, {nodes} ready"));
-    let ds = kubectl(&[
-        "get",
-        "ds",
-        "-n",
-        &f.scenario.driver_namespace(),
-        "-o",
-        "jsonpath={.items[0].spec.updateStrategy.type}",
-    ]);
-    assert_eq!(ds, "OnDelete", "the operator, not the DaemonSet controller, replaces the pods");
-    f
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_good_version_reaches_every_node_in_steps() {
-    let f = ready_fleet("good", 5, json!({"canary": 1, "maxUnavailable": 2, "timeout": "60s"})).await;
-    apply(&f, "1.2.0", json!({"canary": 1, "maxUnavailable": 2, "timeout": "60s"})).await;
+    let policy = json!({"canary": 1, "maxUnavailable": 2, "timeout": "60s", "soak": "1s"});
+    let f = ready_fleet("good", 5, policy.clone()).await;
+    apply(&f, "1.2.0", policy).await;
 
     // Every status seen until the end: the counts must move through intermediate states.
     let seen = std::sync::Mutex::new(Vec::new());
@@ -127,7 +53,7 @@ async fn a_good_version_reaches_every_node_in_steps() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_that_never_gets_ready_halts_after_the_canary_and_rolling_back_recovers() {
-    let policy = json!({"canary": 1, "maxUnavailable": 2, "timeout": "10s"});
+    let policy = json!({"canary": 1, "maxUnavailable": 2, "timeout": "10s", "soak": "0s"});
     let f = ready_fleet("halt", 4, policy.clone()).await;
     let before = plugin_pods(&f).await;
     apply(&f, "1.2.0-notready", policy.clone()).await;
@@ -175,7 +101,7 @@ async fn a_version_that_never_gets_ready_halts_after_the_canary_and_rolling_back
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_that_loses_a_device_halts_and_a_fixed_image_resumes() {
-    let policy = json!({"timeout": "10s"});
+    let policy = json!({"timeout": "10s", "soak": "0s"});
     let f = ready_fleet("fewer", 3, policy.clone()).await;
     apply(&f, "1.2.0-fewer", policy.clone()).await;
     let status = f.wait_status("the rollout halts", |s| driver_ready(s).1 == "RolloutHalted").await;
@@ -202,7 +128,7 @@ async fn a_version_that_loses_a_device_halts_and_a_fixed_image_resumes() {
 /// same spec fixed finds the rollout still halted (not restarting the broken revision at the canary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_halt_survives_a_spec_that_turns_invalid_and_is_fixed() {
-    let policy = json!({"canary": 1, "maxUnavailable": 2, "timeout": "10s"});
+    let policy = json!({"canary": 1, "maxUnavailable": 2, "timeout": "10s", "soak": "0s"});
     let f = ready_fleet("halt-invalid", 3, policy.clone()).await;
     apply(&f, "1.2.0-notready", policy.clone()).await;
     let halted = f.wait_status("the rollout halts", |s| driver_ready(s).1 == "RolloutHalted").await;

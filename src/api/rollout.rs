@@ -12,6 +12,7 @@ pub const MAX_STEP_NODES: usize = 100;
 pub const DEFAULT_CANARY: u32 = 1;
 pub const DEFAULT_MAX_UNAVAILABLE: &str = "10%";
 pub const DEFAULT_TIMEOUT: &str = "5m";
+pub const DEFAULT_SOAK: &str = "2m";
 /// Shortest and longest step timeout, in seconds.
 const TIMEOUT_RANGE: (u64, u64) = (10, 24 * 3600);
 const TIMEOUT_PATTERN: &str = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?([0-9]{1,6}s)?$";
@@ -24,6 +25,9 @@ fn default_max_unavailable() -> IntOrString {
 }
 fn default_timeout() -> String {
     DEFAULT_TIMEOUT.into()
+}
+fn default_soak() -> String {
+    DEFAULT_SOAK.into()
 }
 
 /// The `driver.rollout` policy (documented on the field, which is what `kubectl explain` shows).
@@ -48,11 +52,44 @@ pub struct RolloutPolicy {
     #[schemars(default = "default_timeout", length(min = 2, max = 16))]
     #[x_kube(validation = Rule::new(format!("self.matches('{TIMEOUT_PATTERN}') && duration(self) >= duration('10s') && duration(self) <= duration('24h')")).message("must be a duration from 10s to 24h such as 90s, 5m or 1h30m"))]
     pub timeout: String,
+
+    /// How long every moved node must stay healthy once a step's nodes have passed their checks, before the next
+    /// step starts (or the rollout completes), as a duration such as `30s`, `2m` or `1h`, from 0s to 24h; default
+    /// `2m`. A moved node that fails its checks during the soak halts the rollout at once, and so does a node moved
+    /// by an earlier step, until the rollout completes.
+    #[serde(default = "default_soak")]
+    #[schemars(default = "default_soak", length(min = 2, max = 16))]
+    #[x_kube(validation = Rule::new(format!("self.matches('{TIMEOUT_PATTERN}') && duration(self) <= duration('24h')")).message("must be a duration from 0s to 24h such as 30s, 2m or 1h"))]
+    pub soak: String,
+
+    /// What a halted rollout does with the nodes it moved. `Halt` (the default) leaves them on the new version for
+    /// inspection; `Rollback` moves them back to the last good version, in the same steps and checks. Either way,
+    /// while the rollout is halted or rolled back the DaemonSet's template is the last good one, so nodes that join
+    /// get the last good version; a new plugin template ends it.
+    #[serde(default)]
+    #[schemars(default)]
+    pub on_failure: OnFailure,
+}
+
+/// What a halted rollout does with the nodes it moved.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnFailure {
+    /// Leave them on the new version.
+    #[default]
+    Halt,
+    /// Move them back to the last good version.
+    Rollback,
 }
 
 impl Default for RolloutPolicy {
     fn default() -> Self {
-        Self { canary: DEFAULT_CANARY, max_unavailable: default_max_unavailable(), timeout: default_timeout() }
+        Self {
+            canary: DEFAULT_CANARY,
+            max_unavailable: default_max_unavailable(),
+            timeout: default_timeout(),
+            soak: default_soak(),
+            on_failure: OnFailure::Halt,
+        }
     }
 }
 
@@ -61,6 +98,11 @@ impl RolloutPolicy {
     pub fn timeout_seconds(&self) -> Option<u64> {
         let seconds = parse_duration(&self.timeout)?;
         (TIMEOUT_RANGE.0..=TIMEOUT_RANGE.1).contains(&seconds).then_some(seconds)
+    }
+
+    /// The soak in seconds, or None when `soak` is not a duration from 0s to 24h.
+    pub fn soak_seconds(&self) -> Option<u64> {
+        parse_duration(&self.soak).filter(|s| *s <= TIMEOUT_RANGE.1)
     }
 
     /// Nodes per step after the canary, for a fleet of `nodes`: at least 1, at most `MAX_STEP_NODES`.
@@ -138,6 +180,9 @@ pub fn rollout_problems(driver: &super::DriverSpec) -> Vec<(String, String)> {
     if policy.timeout_seconds().is_none() {
         found.push((format!("{path}.timeout"), "must be a duration from 10s to 24h such as 90s, 5m or 1h30m".into()));
     }
+    if policy.soak_seconds().is_none() {
+        found.push((format!("{path}.soak"), "must be a duration from 0s to 24h such as 30s, 2m or 1h".into()));
+    }
     found
 }
 
@@ -159,31 +204,58 @@ pub struct VersionCount {
 }
 
 /// Where a stepped rollout stands.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum RolloutState {
     /// Moving nodes in steps.
+    #[default]
     Progressing,
     /// A step failed its checks: nothing more is moved until the plugin's spec changes.
     Halted,
     /// Every node runs the current template.
     Complete,
+    /// A step failed its checks (`onFailure: Rollback`): its nodes move back to the last good version, in steps.
+    RollingBack,
+    /// The failed rollout's nodes run the last good version again; nothing more moves until the plugin's spec
+    /// changes.
+    RolledBack,
+}
+
+impl RolloutState {
+    /// Whether a step failed (halted, rolling back or rolled back): nothing moves forward until a new template.
+    pub fn halted(self) -> bool {
+        matches!(self, Self::Halted | Self::RollingBack | Self::RolledBack)
+    }
 }
 
 /// The stepped rollout (`driver.rollout`) toward the DaemonSet's current template.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
     /// The controller revision hash of the template the rollout moves nodes to.
     pub revision: String,
     /// Its version (image tag).
     pub version: String,
+    /// The plugin template the spec asked for (hashed): a halt or rollback holds while it is unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// The revision the nodes ran before (the last good one): a halted or rolled back rollout keeps it as the
+    /// DaemonSet's template, and `onFailure: Rollback` moves the failed nodes back to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_revision: Option<String>,
     pub state: RolloutState,
+    /// When the first step started: nodes created later joined during the rollout, and only moved nodes are
+    /// re-checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
     /// The current step; 1 is the canary, 0 before the first.
     #[serde(default)]
     pub step: i32,
     /// When the current step started; its nodes must pass their checks within the timeout from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_start_time: Option<Time>,
+    /// When every node of the current step had passed its checks: the step soaks from here (`soak`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak_start_time: Option<Time>,
     /// The nodes the current step moved, each with the Neuron devices it published before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_nodes: Vec<StepNode>,
@@ -199,6 +271,10 @@ pub struct StepNode {
     pub node: String,
     /// Neuron devices it published before its plugin was replaced: the new version must publish as many.
     pub devices: i32,
+    /// Its Neuron ResourceSlices before its plugin was replaced (names, creation times and generations, hashed):
+    /// without a semver tag, a slice counts as published again only once this has changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slices: Option<String>,
 }
 
 #[cfg(test)]
@@ -249,6 +325,10 @@ mod tests {
         }
         for bad in ["5s", "25h", "soon"] {
             assert_eq!(paths(RolloutPolicy { timeout: bad.into(), ..base.clone() }), ["spec.driver.rollout.timeout"]);
+        }
+        assert!(paths(RolloutPolicy { soak: "0s".into(), ..base.clone() }).is_empty());
+        for bad in ["25h", "", "2"] {
+            assert_eq!(paths(RolloutPolicy { soak: bad.into(), ..base.clone() }), ["spec.driver.rollout.soak"]);
         }
         let both = super::super::DriverSpec {
             rollout: Some(base),

@@ -198,6 +198,16 @@ fn rollout(step: &super::plan::Step) -> Option<Event> {
             let note = format!("every node runs the plugin {}", status.version);
             (EventType::Normal, "RolloutComplete", "Complete".into(), note)
         }
+        Change::Back { nodes } => {
+            // Each node moves back once: the first names the step.
+            let note = format!("rolling back: moving {} back to the last good version", nodes.join(", "));
+            let action = format!("Back-{}", nodes.first().map_or("", String::as_str));
+            (EventType::Normal, "RolloutBack", action, note)
+        }
+        Change::RolledBack => {
+            let note = format!("every node that got {} runs the last good version again", status.version);
+            (EventType::Normal, "RolledBack", "RolledBack".into(), note)
+        }
     };
     Some(Event { type_, reason: reason.into(), note: Some(note), action, secondary: step.revision.clone() })
 }

@@ -225,7 +225,7 @@ impl Metrics {
         self.driver_desired_nodes.get_or_create(&labels).set(driver.desired_nodes.into());
         self.driver_ready_nodes.get_or_create(&labels).set(driver.ready_nodes.into());
         self.driver_updated_nodes.get_or_create(&labels).set(driver.updated_nodes.into());
-        let halted = driver.rollout.is_some_and(|r| r.state == crate::api::RolloutState::Halted);
+        let halted = driver.rollout.is_some_and(|r| r.state.halted());
         self.driver_rollout_halted.get_or_create(&labels).set(i64::from(halted));
         self.templates.get_or_create(&labels).set(status.templates.as_ref().map_or(0, |t| t.count));
         let remediation = status.remediation.clone().unwrap_or_default();

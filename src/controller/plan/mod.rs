@@ -113,6 +113,10 @@ impl Plan {
             Driver::Apply => rollout::step(&validated, &desired.daemon_set, mode, previous, snapshot, now),
             _ => Step::default(),
         };
+        // A halt or rollback keeps the DaemonSet on the last good template (see `Step::hold`).
+        if let (Some(template), Some(spec)) = (&rollout.hold, desired.daemon_set.spec.as_mut()) {
+            spec.template = template.clone();
+        }
         let taint_rules = snapshot.taint_rules_of(&validated.name);
         let remediation =
             remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot, &taint_rules);

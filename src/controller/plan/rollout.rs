@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
@@ -13,8 +13,9 @@ use super::Mode;
 use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCount};
 use crate::cluster::REVISION_LABEL;
 use crate::controller::snapshot::Snapshot;
+use crate::logic::build::short_hash;
 use crate::logic::nodes::NodeFilter;
-use crate::logic::rollout::{self, Change, Eviction, NodeState, PodState, Revision};
+use crate::logic::rollout::{self, Change, Eviction, Held, NodeState, PodState, Revision};
 use crate::logic::validate::ValidatedConfig;
 
 /// What `status.driver` gains, the plugin pods to delete, and when to look again.
@@ -28,8 +29,12 @@ pub struct Step {
     pub change: Option<Change>,
     /// The target ControllerRevision, which the events name.
     pub revision: Option<ObjectReference>,
-    /// A step is waiting for its checks (or for the DaemonSet controller): look again then even if nothing changes.
+    /// A step is waiting for its checks or its soak (or for the DaemonSet controller): look again then even if
+    /// nothing changes.
     pub recheck: Option<Duration>,
+    /// While a halt or rollback holds: the last good template, which the DaemonSet gets instead of the spec's, so
+    /// that nodes that join run the last good version (the moved nodes keep theirs: the DaemonSet is `OnDelete`).
+    pub hold: Option<PodTemplateSpec>,
 }
 
 /// The plugin's versions per node and, with `driver.rollout`, the rollout's next move. Nothing while the plugin's
@@ -46,7 +51,8 @@ pub fn step(
     let Some(ds) = snapshot.stores.owned.daemon_sets.get(&reference) else {
         return Step::default();
     };
-    let revisions = revisions_of(&ds, &snapshot.stores.revisions.state());
+    let all = snapshot.stores.revisions.state();
+    let revisions = revisions_of(&ds, &all);
     let current = revisions.iter().max_by_key(|r| r.number).cloned();
     let nodes = node_states(config, snapshot);
     let versions = rollout::versions(&nodes, &revisions, current.as_ref().map(|r| r.hash.as_str()));
@@ -54,18 +60,31 @@ pub fn step(
     let Some(policy) = &config.spec.driver.rollout else {
         return Step { versions, ..Step::default() };
     };
+    let template = short_hash(&desired.spec.as_ref().map(|s| &s.template));
+    let seen = ds.status.as_ref().and_then(|s| s.observed_generation) >= ds.metadata.generation;
+    // A halt or rollback of this very template keeps the DaemonSet on the last good one: its revision becomes the
+    // newest, so the rollout's target is the one the status names.
+    let holding = previous.filter(|p| rollout::holds(p, &template));
+    let hold = holding.and_then(|p| template_of(&ds, &all, p.previous_revision.as_deref()?));
     // Act only on what the DaemonSet controller has seen: the newest revision must be the spec's template.
     let image = &config.spec.driver.image;
-    let seen = ds.status.as_ref().and_then(|s| s.observed_generation) >= ds.metadata.generation;
-    let Some(target) = current.filter(|c| seen && c.image.as_ref() == Some(image)) else {
-        let recheck = Some(Duration::from_secs(2));
-        return Step { versions, status: previous.cloned(), recheck, ..Step::default() };
+    let target = match holding {
+        Some(p) => revisions.iter().find(|r| r.hash == p.revision).cloned(),
+        None => current.clone().filter(|c| seen && c.image.as_ref() == Some(image)),
     };
+    let Some(target) = target else {
+        let recheck = holding.is_none().then_some(Duration::from_secs(2));
+        return Step { versions, status: previous.cloned(), recheck, hold, ..Step::default() };
+    };
+    let held_revision = current.filter(|c| holding.is_some() && hold.is_some() && seen && c.hash != target.hash);
+    let held_version = held_revision.as_ref().and_then(|r| crate::logic::image::semver(r.image.as_deref()?));
     let decision = rollout::plan(&rollout::Inputs {
         policy,
         nodes: &nodes,
         target: &target,
-        slice_version: crate::logic::image::semver(image),
+        slice_version: crate::logic::image::semver(target.image.as_deref().unwrap_or(image)),
+        template,
+        held: held_revision.as_ref().map(|revision| Held { revision, slice_version: held_version.as_deref() }),
         previous,
         now,
         acting: mode == Mode::Normal,
@@ -77,7 +96,13 @@ pub fn step(
         name: Some(format!("{}-{}", ds.name_any(), decision.status.revision)),
         ..ObjectReference::default()
     };
-    let recheck = waiting_for(&decision.status, policy.timeout_seconds().unwrap_or(300), now);
+    let recheck = waiting_for(&decision.status, policy, now);
+    // The halt or rollback decided in this pass holds from now on.
+    let hold = hold.or_else(|| {
+        let status = &decision.status;
+        let template = status.template.as_deref()?;
+        rollout::holds(status, template).then(|| template_of(&ds, &all, status.previous_revision.as_deref()?))?
+    });
     Step {
         versions,
         status: Some(decision.status),
@@ -85,7 +110,22 @@ pub fn step(
         change: decision.change,
         revision: Some(revision),
         recheck,
+        hold,
     }
+}
+
+/// The pod template of one of the DaemonSet's revisions, as the DaemonSet controller stored it (the template under
+/// `spec`, marked `$patch: replace`).
+fn template_of(ds: &DaemonSet, all: &[Arc<ControllerRevision>], hash: &str) -> Option<PodTemplateSpec> {
+    let uid = ds.uid();
+    let revision = all.iter().find(|r| {
+        r.namespace() == ds.namespace()
+            && r.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref())
+            && r.labels().get(REVISION_LABEL).map(String::as_str) == Some(hash)
+    })?;
+    let mut template = revision.data.as_ref()?.0.pointer("/spec/template")?.clone();
+    template.as_object_mut()?.remove("$patch");
+    serde_json::from_value(template).ok()
 }
 
 /// The DaemonSet's templates: its ControllerRevisions, each with the plugin image it runs.
@@ -129,20 +169,36 @@ fn node_states(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<NodeState> 
                 revision: pod.labels().get(REVISION_LABEL).cloned(),
                 ready: pod.ready(),
                 terminating: pod.metadata.deletion_timestamp.is_some(),
+                created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()),
             });
-            NodeState { pod, devices: devices.len(), versions, name }
+            // The cache keeps no uids or resource versions (see `watch::reads`): a slice written again shows as a
+            // new generation (its spec changed) or a new creation time (deleted and created again).
+            let mut stamps: Vec<(Option<&str>, Option<i64>, Option<i64>)> = snapshot
+                .slices_of(&name)
+                .iter()
+                .map(|s| {
+                    let meta = &s.metadata;
+                    (meta.name.as_deref(), meta.creation_timestamp.as_ref().map(|t| t.0.as_second()), meta.generation)
+                })
+                .collect();
+            stamps.sort();
+            let created = n.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second());
+            NodeState { pod, devices: devices.len(), versions, slices: short_hash(&stamps), created, name }
         })
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     nodes
 }
 
-/// When a step's timeout passes, if it is waiting for its checks.
-fn waiting_for(status: &RolloutStatus, timeout: u64, now: i64) -> Option<Duration> {
-    if status.state != RolloutState::Progressing || status.step_nodes.is_empty() {
+/// When a step's soak ends, or its timeout passes if it is waiting for its checks.
+fn waiting_for(status: &RolloutStatus, policy: &crate::api::RolloutPolicy, now: i64) -> Option<Duration> {
+    let moving = matches!(status.state, RolloutState::Progressing | RolloutState::RollingBack);
+    if !moving || status.step_nodes.is_empty() {
         return None;
     }
-    let started = status.step_start_time.as_ref()?.0.as_second();
-    let left = started + timeout as i64 - now;
-    Some(Duration::from_secs(left.clamp(1, timeout as i64) as u64 + 1))
+    let (since, length) = match &status.soak_start_time {
+        Some(soak) => (soak.0.as_second(), policy.soak_seconds().unwrap_or(120) as i64),
+        None => (status.step_start_time.as_ref()?.0.as_second(), policy.timeout_seconds().unwrap_or(300) as i64),
+    };
+    Some(Duration::from_secs((since + length - now).clamp(1, length.max(1)) as u64 + 1))
 }

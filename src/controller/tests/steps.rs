@@ -47,7 +47,7 @@ fn pod(node: &str, hash: &str, ready: bool) -> PodView {
 /// Three nodes running the old plugin (1.1.0), and a DaemonSet whose newest template runs 1.2.0 with a stepped
 /// rollout of one node per step.
 fn rolling() -> (NeuronDRAConfig, World) {
-    let c = config(json!({"driver": {"image": IMAGE, "rollout": {"maxUnavailable": 1}}}));
+    let c = config(json!({"driver": {"image": IMAGE, "rollout": {"maxUnavailable": 1, "soak": "0s"}}}));
     let mut world = converged(&c);
     world.nodes = nodes(3);
     let ds = &mut world.daemon_sets[0];
@@ -97,8 +97,8 @@ fn step(started: i64, nodes: &[&str]) -> RolloutStatus {
         state: RolloutState::Progressing,
         step: 1,
         step_start_time: Some(time(started)),
-        step_nodes: nodes.iter().map(|n| StepNode { node: n.to_string(), devices: 16 }).collect(),
-        failed_nodes: Vec::new(),
+        step_nodes: nodes.iter().map(|n| StepNode { node: n.to_string(), devices: 16, slices: None }).collect(),
+        ..RolloutStatus::default()
     }
 }
 
@@ -201,6 +201,55 @@ fn a_terminating_pod_beside_its_replacement_does_not_stand_for_the_node() {
     assert_eq!(new, Some(1), "n-0 runs the new pod: {:?}", plan.rollout.versions);
     let pods = world.snapshot().plugin_pods_of("c");
     assert_eq!(pods["n-0"].metadata.name.as_deref(), Some("plugin-n-0-new222"));
+}
+
+/// A soaking step writes its start once, then nothing; each pass asks to be looked at again when the soak ends
+/// (nothing in the cluster changes then to trigger one).
+#[test]
+fn a_soaking_step_is_looked_at_again_when_the_soak_ends() {
+    let (mut c, mut world) = rolling();
+    c.spec.driver.rollout.as_mut().unwrap().soak = "30s".into();
+    move_node(&mut world, 0, NEW, "1.2.0", true);
+    let passed = Plan::new(&with_rollout(&c, step(NOW - 30, &["n-0"])), &world.snapshot(), NOW).unwrap();
+    let status = passed.rollout.status.clone().unwrap();
+    assert_eq!((status.soak_start_time.clone(), passed.rollout.evict.len()), (Some(time(NOW)), 0));
+    assert_eq!(passed.rollout.recheck, Some(std::time::Duration::from_secs(31)));
+    let later = Plan::new(&with_rollout(&c, status.clone()), &world.snapshot(), NOW + 10).unwrap();
+    assert_eq!(later.rollout.status.as_ref(), Some(&status), "nothing new to write while soaking");
+    assert_eq!(later.rollout.recheck, Some(std::time::Duration::from_secs(21)));
+}
+
+/// A halt of the spec's template keeps the DaemonSet on the last good template (so nodes that join get it) and
+/// judges the rollout under the revision the status names; a new template in the spec ends the hold.
+#[test]
+fn a_halt_holds_the_daemon_set_on_the_last_good_template_until_the_template_changes() {
+    let (c, mut world) = rolling();
+    let spec_template = Plan::new(&c, &world.snapshot(), NOW).unwrap().desired.daemon_set.spec.unwrap().template;
+    let hash = crate::logic::build::short_hash(&Some(&spec_template));
+    move_node(&mut world, 0, NEW, "1.2.0", false);
+    let halted = RolloutStatus {
+        state: RolloutState::Halted,
+        template: Some(hash),
+        previous_revision: Some(OLD.into()),
+        step_nodes: Vec::new(),
+        ..step(NOW - 400, &[])
+    };
+    let c = with_rollout(&c, halted.clone());
+    // The DaemonSet controller has made the last good template the newest revision again.
+    world.revisions[0].revision = 3;
+    let plan = Plan::new(&c, &world.snapshot(), NOW).unwrap();
+    let template = plan.desired.daemon_set.spec.as_ref().unwrap().template.clone();
+    let image = template.spec.as_ref().unwrap().containers[0].image.as_deref();
+    assert_eq!(image, Some("registry/neuron-dra-driver:1.1.0"), "the last good template");
+    assert_eq!(plan.rollout.status.as_ref(), Some(&halted), "the halt holds and writes nothing new");
+    assert!(plan.rollout.evict.is_empty() && plan.rollout.recheck.is_none());
+
+    // Another template in the spec: the DaemonSet gets it.
+    let mut fixed = c.clone();
+    fixed.spec.driver.image = "registry/neuron-dra-driver:1.2.1".into();
+    let plan = Plan::new(&fixed, &world.snapshot(), NOW).unwrap();
+    let image = plan.desired.daemon_set.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("registry/neuron-dra-driver:1.2.1"));
 }
 
 /// Two nodes of which those in `failing` report NeuronHealth=True, with `rules` in the cache.

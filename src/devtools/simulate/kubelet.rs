@@ -1,7 +1,8 @@
 //! The stand-in kubelet: reports the pods kube-scheduler bound to simulated nodes as running (plugin pods Ready or
 //! not, as their node's annotation says) and confirms their deletion, as kubelets would. Asked to, it also plays the
 //! kubelet plugin: a plugin pod that starts publishes its node's Neuron slice from its image's version, and a "bad"
-//! version (an image tag ending in `-notready` or `-fewer`) misbehaves as `NOT_READY_TAG` and `FEWER_DEVICES_TAG` say.
+//! version (an image tag ending in `-notready`, `-fewer` or `-nopublish`) misbehaves as `NOT_READY_TAG`,
+//! `FEWER_DEVICES_TAG` and `NO_PUBLISH_TAG` say.
 
 use std::time::Duration;
 
@@ -15,7 +16,9 @@ use serde_json::json;
 
 use super::fleet;
 use super::fleet::SIMULATED_LABEL;
-use super::{FEWER_DEVICES_TAG, NOT_READY_TAG, PARALLEL, PLUGIN_POD_LABEL, PLUGIN_READY_ANNOTATION, apply_params};
+use super::{
+    FEWER_DEVICES_TAG, NO_PUBLISH_TAG, NOT_READY_TAG, PARALLEL, PLUGIN_POD_LABEL, PLUGIN_READY_ANNOTATION, apply_params,
+};
 
 pub(super) async fn set_plugin_ready(client: &Client, node_name: &str, ready: bool) -> anyhow::Result<()> {
     let patch = json!({"metadata": {"annotations": {PLUGIN_READY_ANNOTATION: ready.to_string()}}});
@@ -70,7 +73,7 @@ async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod, plugin: boo
     let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
     if current != Some(ready) || !running {
         // The plugin starting: it publishes its devices before it reports Ready.
-        if let Some(tag) = tag.filter(|_| ready && !running) {
+        if let Some(tag) = tag.filter(|t| ready && !running && !t.ends_with(NO_PUBLISH_TAG)) {
             publish_as_plugin(client, &node_name, &tag).await?;
         }
         report_pod(client, pod, ready).await?;

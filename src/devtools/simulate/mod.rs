@@ -33,6 +33,8 @@ const PLUGIN_POD_LABEL: &str = "app.kubernetes.io/name=neuron-dra-driver";
 pub const NOT_READY_TAG: &str = "-notready";
 /// A plugin image tag ending in this publishes one Neuron device fewer than the node has (with `kubelet --plugin`).
 pub const FEWER_DEVICES_TAG: &str = "-fewer";
+/// A plugin image tag ending in this gets Ready but never publishes its node's slice (with `kubelet --plugin`).
+pub const NO_PUBLISH_TAG: &str = "-nopublish";
 /// Taint key the simulated driver uses for a faulty device.
 pub const FAULT_TAINT_KEY: &str = "neuron.aws.com/unhealthy";
 const PARALLEL: usize = 32;

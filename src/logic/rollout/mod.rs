@@ -1,20 +1,24 @@
 //! rollout (pure): which plugin version each node runs, and, with a `driver.rollout` policy, the stepped rollout's
 //! next move: wait for the current step, halt it, or move the next nodes (delete their old plugin pods).
 //!
-//! Nothing here is remembered between reconciles but what the status says: the step's nodes and start time, and a
-//! halt, all under the target controller revision. Which node runs what comes from the plugin pods'
-//! `controller-revision-hash` label against the DaemonSet's newest ControllerRevision, so an operator restart (or a
-//! new leader) picks the rollout up where the cluster shows it.
+//! Nothing here is remembered between reconciles but what the status says: the rollout's start, the step's nodes,
+//! start and soak times, the last good revision, and a halt or rollback, all under the target controller revision.
+//! Which node runs what comes from the plugin pods' `controller-revision-hash` label against the target revision, so
+//! an operator restart (or a new leader) picks the rollout up where the cluster shows it.
 
+mod check;
+mod counts;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 
+pub use counts::versions;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{NodeIssue, PLUGIN_NOT_READY, RolloutPolicy, RolloutState, RolloutStatus, StepNode, VersionCount};
+use crate::api::{NodeIssue, OnFailure, RolloutPolicy, RolloutState, RolloutStatus, StepNode};
 use crate::logic::text::first_of;
 
 /// Entries kept in `status.driver.versions` and in `failedNodes`.
@@ -48,6 +52,8 @@ pub struct PodState {
     pub revision: Option<String>,
     pub ready: bool,
     pub terminating: bool,
+    /// When it was created, in seconds.
+    pub created: Option<i64>,
 }
 
 /// One node that should run the plugin.
@@ -58,6 +64,11 @@ pub struct NodeState {
     /// Neuron devices its ResourceSlices publish now, and the `draDriverVersion`s they carry.
     pub devices: usize,
     pub versions: Vec<String>,
+    /// Its Neuron ResourceSlices' names, creation times and generations, hashed: changes whenever one is written
+    /// with another spec, or created again.
+    pub slices: String,
+    /// When the Node was created, in seconds.
+    pub created: Option<i64>,
 }
 
 impl NodeState {
@@ -65,32 +76,6 @@ impl NodeState {
     fn running(&self) -> Option<&str> {
         self.pod.as_ref().filter(|p| !p.terminating).and_then(|p| p.revision.as_deref())
     }
-}
-
-/// The plugin versions the nodes run: per revision, its nodes and ready nodes; most nodes first, bounded.
-pub fn versions(nodes: &[NodeState], revisions: &[Revision], current: Option<&str>) -> Vec<VersionCount> {
-    let by_hash: HashMap<&str, &Revision> = revisions.iter().map(|r| (r.hash.as_str(), r)).collect();
-    let mut counts: BTreeMap<&str, (i32, i32)> = BTreeMap::new();
-    for node in nodes {
-        if let Some(hash) = node.running() {
-            let entry = counts.entry(hash).or_default();
-            entry.0 += 1;
-            entry.1 += i32::from(node.pod.as_ref().is_some_and(|p| p.ready));
-        }
-    }
-    let mut list: Vec<VersionCount> = counts
-        .into_iter()
-        .map(|(hash, (nodes, ready))| VersionCount {
-            version: by_hash.get(hash).map_or_else(|| hash.to_string(), |r| r.version()),
-            revision: hash.to_string(),
-            current: Some(hash) == current,
-            nodes,
-            ready,
-        })
-        .collect();
-    list.sort_by(|a, b| b.nodes.cmp(&a.nodes).then_with(|| b.current.cmp(&a.current)).then(a.version.cmp(&b.version)));
-    list.truncate(MAX_VERSIONS);
-    list
 }
 
 /// What one reconcile knows for planning a step.
@@ -101,12 +86,23 @@ pub struct Inputs<'a> {
     pub target: &'a Revision,
     /// The `draDriverVersion` the new slices must carry (the image's semver tag), if the image has one.
     pub slice_version: Option<String>,
+    /// The plugin template the spec asks for, hashed (kept in the status: a halt holds while it is unchanged).
+    pub template: String,
+    /// While a failed rollout is rolled back: the last good template, once the DaemonSet runs it again.
+    pub held: Option<Held<'a>>,
     /// The rollout as the stored status has it.
     pub previous: Option<&'a RolloutStatus>,
     /// Now, in seconds.
     pub now: i64,
     /// False when paused: steps are judged but no new one starts.
     pub acting: bool,
+}
+
+/// The last good template as the DaemonSet holds it during a halt or rollback.
+#[derive(Debug, Clone, Copy)]
+pub struct Held<'a> {
+    pub revision: &'a Revision,
+    pub slice_version: Option<&'a str>,
 }
 
 /// A plugin pod to delete, so that the DaemonSet controller recreates it from the new template.
@@ -120,9 +116,17 @@ pub struct Eviction {
 /// What changed in this reconcile, for events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Step { step: i32, nodes: Vec<String> },
+    Step {
+        step: i32,
+        nodes: Vec<String>,
+    },
     Halted,
     Complete,
+    /// A rollback step: these nodes move back to the last good version.
+    Back {
+        nodes: Vec<String>,
+    },
+    RolledBack,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -132,75 +136,216 @@ pub struct Decision {
     pub change: Option<Change>,
 }
 
+impl Decision {
+    fn unchanged(status: RolloutStatus) -> Decision {
+        Decision { status, evict: Vec::new(), change: None }
+    }
+}
+
+/// Whether a halt or a rollback holds the DaemonSet on the last good template: until the spec's template changes.
+pub fn holds(status: &RolloutStatus, template: &str) -> bool {
+    status.state.halted()
+        && status.template.as_deref() == Some(template)
+        && status.previous_revision.as_ref().is_some_and(|p| *p != status.revision)
+}
+
 /// The next move of the rollout toward `target`.
 pub fn plan(inputs: &Inputs) -> Decision {
     let target = inputs.target;
     let previous = inputs.previous.filter(|p| p.revision == target.hash);
-    let mut status = previous.cloned().unwrap_or_else(|| RolloutStatus {
-        revision: target.hash.clone(),
-        version: target.version(),
+    let mut status = previous.cloned().unwrap_or_else(|| fresh(inputs));
+    status.template = Some(inputs.template.clone());
+    match status.state {
+        // A halt holds until the template changes (a new revision starts a new rollout).
+        RolloutState::Halted | RolloutState::RolledBack => Decision::unchanged(status),
+        RolloutState::RollingBack => back(status, inputs),
+        RolloutState::Progressing | RolloutState::Complete => forward(status, inputs),
+    }
+}
+
+/// A new rollout toward the target, remembering the last good revision (what most other nodes run).
+fn fresh(inputs: &Inputs) -> RolloutStatus {
+    let target = &inputs.target.hash;
+    let previous_revision = match inputs.previous {
+        Some(p) if p.state == RolloutState::Complete => Some(p.revision.clone()),
+        Some(p) => p.previous_revision.clone(),
+        None => {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for hash in inputs.nodes.iter().filter_map(NodeState::running) {
+                *counts.entry(hash).or_default() += 1;
+            }
+            counts.into_iter().filter(|(h, _)| h != target).max_by_key(|(_, n)| *n).map(|(h, _)| h.to_string())
+        }
+    };
+    RolloutStatus {
+        revision: target.clone(),
+        version: inputs.target.version(),
+        template: None,
+        previous_revision: previous_revision.filter(|p| p != target),
         state: RolloutState::Progressing,
+        start_time: None,
         step: 0,
         step_start_time: None,
+        soak_start_time: None,
         step_nodes: Vec::new(),
         failed_nodes: Vec::new(),
-    });
-    let unchanged = |status: RolloutStatus| Decision { status, evict: Vec::new(), change: None };
-    // A halt holds until the template changes (a new revision starts a new rollout).
-    if status.state == RolloutState::Halted {
-        return unchanged(status);
     }
+}
 
-    let by_name: HashMap<&str, &NodeState> = inputs.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let failures: Vec<NodeIssue> =
-        status.step_nodes.iter().filter_map(|moved| check(moved, by_name.get(moved.node.as_str())?, inputs)).collect();
-    if !failures.is_empty() {
-        let started = status.step_start_time.as_ref().map(|t| t.0.as_second());
-        let Some(started) = started else {
-            // The step's start was not recorded (its status write failed): its clock starts now.
-            status.step_start_time = Some(time(inputs.now));
-            return unchanged(status);
-        };
-        let timeout = inputs.policy.timeout_seconds().unwrap_or(300) as i64;
-        if inputs.now >= started + timeout {
-            status.state = RolloutState::Halted;
-            status.failed_nodes = failures.into_iter().take(MAX_FAILED).collect();
-            return Decision { status, evict: Vec::new(), change: Some(Change::Halted) };
-        }
-        // A step node whose old pod is still there (its deletion failed): delete it again.
-        let again = status.step_nodes.iter().filter_map(|m| by_name.get(m.node.as_str())).copied();
-        let evict = if inputs.acting { evictions(again.filter(|n| old(n, target))) } else { Vec::new() };
-        return Decision { status, evict, change: None };
+/// Forward: judge the step and re-check the nodes earlier steps moved; after the soak, move the next nodes.
+fn forward(mut status: RolloutStatus, inputs: &Inputs) -> Decision {
+    let target = inputs.target;
+    let toward = check::Toward { revision: target, slice_version: inputs.slice_version.as_deref() };
+    let rechecks = check::earlier(&status, &toward, inputs.nodes);
+    if !rechecks.is_empty() {
+        return halt(status, rechecks, inputs);
     }
-
-    // The step passed (or none ran yet): move the next nodes, unhealthy ones first.
-    let mut remaining: Vec<&NodeState> = inputs.nodes.iter().filter(|n| old(n, target)).collect();
+    match judge(&mut status, &toward, inputs) {
+        Verdict::Failed(failures) => return halt(status, failures, inputs),
+        Verdict::Waiting(evict) => return Decision { status, evict, change: None },
+        Verdict::Soaking => return Decision::unchanged(status),
+        Verdict::Passed => {}
+    }
+    let remaining: Vec<&NodeState> = inputs.nodes.iter().filter(|n| old(n, &target.hash)).collect();
     if remaining.is_empty() {
         // Only a rollout that moved nodes is announced (a fresh install is complete at once).
         let change = (status.state != RolloutState::Complete && status.step > 0).then_some(Change::Complete);
         status.state = RolloutState::Complete;
-        status.step_nodes.clear();
-        status.step_start_time = None;
+        clear_step(&mut status);
         return Decision { status, evict: Vec::new(), change };
     }
     if !inputs.acting {
-        return unchanged(status);
+        return Decision::unchanged(status);
     }
-    remaining.sort_by_key(|n| (n.pod.as_ref().is_some_and(|p| p.ready), n.name.clone()));
     let size = if status.step == 0 { inputs.policy.canary_size() } else { inputs.policy.step_size(inputs.nodes.len()) };
-    let next: Vec<&NodeState> = remaining.into_iter().take(size).collect();
-    status.step += 1;
+    let (evict, nodes) = next_step(&mut status, remaining, size, inputs.now);
     status.state = RolloutState::Progressing;
-    status.step_start_time = Some(time(inputs.now));
-    status.step_nodes = next.iter().map(|n| StepNode { node: n.name.clone(), devices: n.devices as i32 }).collect();
-    let evict = evictions(next.iter().copied());
-    let change = Change::Step { step: status.step, nodes: next.iter().map(|n| n.name.clone()).collect() };
+    status.start_time.get_or_insert_with(|| time(inputs.now));
+    let change = Change::Step { step: status.step, nodes };
     Decision { status, evict, change: Some(change) }
 }
 
+/// Rolling back: the failed revision's nodes move back to the last good one (which the DaemonSet holds), in steps
+/// with the same checks; a step that fails them halts.
+fn back(mut status: RolloutStatus, inputs: &Inputs) -> Decision {
+    // Nothing moves until the DaemonSet controller runs the last good template again.
+    let Some(held) = inputs.held else { return Decision::unchanged(status) };
+    let toward = check::Toward { revision: held.revision, slice_version: held.slice_version };
+    match judge(&mut status, &toward, inputs) {
+        Verdict::Failed(failures) => {
+            status.state = RolloutState::Halted;
+            status.failed_nodes = failures.into_iter().take(MAX_FAILED).collect();
+            return Decision { status, evict: Vec::new(), change: Some(Change::Halted) };
+        }
+        Verdict::Waiting(evict) => return Decision { status, evict, change: None },
+        Verdict::Soaking => return Decision::unchanged(status),
+        Verdict::Passed => {}
+    }
+    let failed = &inputs.target.hash;
+    let remaining: Vec<&NodeState> = inputs.nodes.iter().filter(|n| n.running() == Some(failed.as_str())).collect();
+    if remaining.is_empty() {
+        status.state = RolloutState::RolledBack;
+        clear_step(&mut status);
+        return Decision { status, evict: Vec::new(), change: Some(Change::RolledBack) };
+    }
+    if !inputs.acting {
+        return Decision::unchanged(status);
+    }
+    // The step number stays the one that failed, which the status and messages name.
+    let failed_at = status.step;
+    let (evict, nodes) = next_step(&mut status, remaining, inputs.policy.step_size(inputs.nodes.len()), inputs.now);
+    status.step = failed_at;
+    Decision { status, evict, change: Some(Change::Back { nodes }) }
+}
+
+/// How the current step stands.
+enum Verdict {
+    /// Its nodes have until the timeout; these old pods (whose deletion failed) are deleted again.
+    Waiting(Vec<Eviction>),
+    Failed(Vec<NodeIssue>),
+    /// Every node passed; the soak has not ended.
+    Soaking,
+    /// Passed and soaked (or no step ran yet).
+    Passed,
+}
+
+fn judge(status: &mut RolloutStatus, toward: &check::Toward, inputs: &Inputs) -> Verdict {
+    let by_name: HashMap<&str, &NodeState> = inputs.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let failures: Vec<NodeIssue> = status
+        .step_nodes
+        .iter()
+        .filter_map(|moved| check::step_node(moved, by_name.get(moved.node.as_str())?, toward))
+        .collect();
+    if !failures.is_empty() {
+        // Nodes that had passed and fail during the soak halt at once.
+        if status.soak_start_time.is_some() {
+            return Verdict::Failed(failures);
+        }
+        let Some(started) = status.step_start_time.as_ref().map(|t| t.0.as_second()) else {
+            // The step's start was not recorded (its status write failed): its clock starts now.
+            status.step_start_time = Some(time(inputs.now));
+            return Verdict::Waiting(Vec::new());
+        };
+        let timeout = inputs.policy.timeout_seconds().unwrap_or(300) as i64;
+        if inputs.now >= started + timeout {
+            return Verdict::Failed(failures);
+        }
+        // A step node whose old pod is still there (its deletion failed): delete it again.
+        let again = status.step_nodes.iter().filter_map(|m| by_name.get(m.node.as_str())).copied();
+        let stale = again.filter(|n| old(n, &toward.revision.hash));
+        return Verdict::Waiting(if inputs.acting { evictions(stale) } else { Vec::new() });
+    }
+    if status.step_nodes.is_empty() {
+        return Verdict::Passed;
+    }
+    let soak = inputs.policy.soak_seconds().unwrap_or(120) as i64;
+    match status.soak_start_time.as_ref().map(|t| t.0.as_second()) {
+        None if soak > 0 => {
+            status.soak_start_time = Some(time(inputs.now));
+            Verdict::Soaking
+        }
+        Some(since) if inputs.now < since + soak => Verdict::Soaking,
+        _ => Verdict::Passed,
+    }
+}
+
+/// Halts, or with `onFailure: Rollback` (and a last good revision to go back to) starts rolling back.
+fn halt(mut status: RolloutStatus, failures: Vec<NodeIssue>, inputs: &Inputs) -> Decision {
+    status.failed_nodes = failures.into_iter().take(MAX_FAILED).collect();
+    clear_step(&mut status);
+    let rollback = inputs.policy.on_failure == OnFailure::Rollback && status.previous_revision.is_some();
+    status.state = if rollback { RolloutState::RollingBack } else { RolloutState::Halted };
+    Decision { status, evict: Vec::new(), change: Some(Change::Halted) }
+}
+
+fn clear_step(status: &mut RolloutStatus) {
+    status.step_nodes.clear();
+    status.step_start_time = None;
+    status.soak_start_time = None;
+}
+
+/// Starts the next step with `size` of the `remaining` nodes, unhealthy ones first (they have nothing to lose).
+fn next_step(
+    status: &mut RolloutStatus,
+    mut remaining: Vec<&NodeState>,
+    size: usize,
+    now: i64,
+) -> (Vec<Eviction>, Vec<String>) {
+    remaining.sort_by_key(|n| (n.pod.as_ref().is_some_and(|p| p.ready), n.name.clone()));
+    let next: Vec<&NodeState> = remaining.into_iter().take(size).collect();
+    status.step += 1;
+    status.step_start_time = Some(time(now));
+    status.soak_start_time = None;
+    status.step_nodes = next
+        .iter()
+        .map(|n| StepNode { node: n.name.clone(), devices: n.devices as i32, slices: Some(n.slices.clone()) })
+        .collect();
+    (evictions(next.iter().copied()), next.iter().map(|n| n.name.clone()).collect())
+}
+
 /// Whether the node's plugin runs another template than the target.
-fn old(node: &NodeState, target: &Revision) -> bool {
-    node.running().is_some_and(|hash| hash != target.hash)
+fn old(node: &NodeState, target: &str) -> bool {
+    node.running().is_some_and(|hash| hash != target)
 }
 
 fn evictions<'a>(nodes: impl Iterator<Item = &'a NodeState>) -> Vec<Eviction> {
@@ -212,37 +357,6 @@ fn evictions<'a>(nodes: impl Iterator<Item = &'a NodeState>) -> Vec<Eviction> {
         .collect()
 }
 
-/// Why a moved node has not passed its checks yet, or None when it has: a Ready plugin pod of the target revision,
-/// and slices republished by the target version with at least the devices it had before.
-fn check(moved: &StepNode, node: &NodeState, inputs: &Inputs) -> Option<NodeIssue> {
-    let fail =
-        |reason: &str, message: String| Some(NodeIssue { node: node.name.clone(), reason: reason.into(), message });
-    let version = inputs.target.version();
-    match &node.pod {
-        None => return fail(PLUGIN_NOT_READY, format!("no plugin pod of {version}")),
-        Some(pod) if pod.terminating || pod.revision.as_deref() != Some(inputs.target.hash.as_str()) => {
-            return fail(PLUGIN_NOT_READY, format!("no plugin pod of {version} yet ({} is being replaced)", pod.name));
-        }
-        Some(pod) if !pod.ready => {
-            return fail(PLUGIN_NOT_READY, format!("plugin pod {} of {version} is not Ready", pod.name));
-        }
-        Some(_) => {}
-    }
-    if let Some(expected) = &inputs.slice_version
-        && (node.versions.is_empty() || node.versions.iter().any(|v| v != expected))
-    {
-        let seen = if node.versions.is_empty() { "none".into() } else { node.versions.join(", ") };
-        return fail(NOT_REPUBLISHED, format!("ResourceSlice not published again by {expected} (published by {seen})"));
-    }
-    if (node.devices as i32) < moved.devices {
-        return fail(
-            DEVICES_MISSING,
-            format!("{version} publishes {} Neuron devices, {} before", node.devices, moved.devices),
-        );
-    }
-    None
-}
-
 fn time(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
 }
@@ -250,9 +364,13 @@ fn time(seconds: i64) -> Time {
 /// The halt as one line for the DriverReady message: the nodes (the first 5) and what failed on each.
 pub fn halt_message(status: &RolloutStatus) -> String {
     let failed = first_of(status.failed_nodes.iter().map(|f| format!("{}: {}", f.node, f.message)), 5, "; ");
+    let then = match status.state {
+        RolloutState::RollingBack => "moving its nodes back to the last good version; nothing moves forward",
+        RolloutState::RolledBack => "its nodes run the last good version again",
+        _ => "the other nodes keep their version",
+    };
     format!(
-        "rollout to {} halted at step {}: {failed}; the other nodes keep their version until the plugin template \
-         changes (driver.image)",
+        "rollout to {} halted at step {}: {failed}; {then} until the plugin template changes (driver.image)",
         status.version, status.step,
     )
 }

@@ -11,7 +11,8 @@ pub fn driver_condition(status: &DriverStatus) -> (bool, Reason, String) {
     let figures =
         format!("{}/{} nodes on {version}, {} ready", status.updated_nodes, status.desired_nodes, status.ready_nodes);
     match &status.rollout {
-        Some(rollout) if rollout.state == RolloutState::Halted => {
+        // A rollback is a halt too: the spec's version is not what the failed nodes run.
+        Some(rollout) if rollout.state.halted() => {
             (false, Reason::RolloutHalted, format!("{figures}; {}", halt_message(rollout)))
         }
         _ => {

@@ -53,6 +53,8 @@ pub fn condition_reason(status: Option<&NeuronDRAConfigStatus>, type_: Condition
 }
 
 /// The plugin rollout as the DaemonSet reports it.
+// One per reconcile, moved into the status: a box would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rollout {
     /// Not applied, with why.

@@ -138,9 +138,7 @@ fn a_spec_that_is_not_applied_keeps_the_rollout_as_stored() {
         version: "1.2.0".into(),
         state: crate::api::RolloutState::Halted,
         step: 1,
-        step_start_time: None,
-        step_nodes: Vec::new(),
-        failed_nodes: Vec::new(),
+        ..Default::default()
     };
     let mut first = observation();
     first.rollout = Rollout::Applied {

@@ -84,9 +84,7 @@ fn every_per_config_gauge_comes_from_the_status() {
         version: "1.2.0".into(),
         state: crate::api::RolloutState::Halted,
         step: 1,
-        step_start_time: None,
-        step_nodes: vec![],
-        failed_nodes: vec![],
+        ..Default::default()
     });
     metrics.record_status("pool", &halted);
     assert!(metrics.encode().contains("neuron_dra_operator_driver_rollout_halted{config=\"pool\"} 1"));

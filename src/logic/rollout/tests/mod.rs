@@ -1,4 +1,7 @@
+mod failure;
+
 use super::*;
+use crate::api::{PLUGIN_NOT_READY, VersionCount};
 use crate::logic::status::{Reason, driver_condition};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -20,10 +23,18 @@ fn node(name: &str, revision: &str, version: &str) -> NodeState {
             revision: Some(revision.into()),
             ready: true,
             terminating: false,
+            created: Some(T0 - 1000),
         }),
         devices: 16,
         versions: vec![version.into()],
+        slices: format!("{name}-{revision}"),
+        created: Some(T0 - 10_000),
     }
+}
+
+/// A policy without a soak, for tests of the stepping itself.
+fn unsoaked(policy: RolloutPolicy) -> RolloutPolicy {
+    RolloutPolicy { soak: "0s".into(), ..policy }
 }
 
 fn fleet(n: usize) -> Vec<NodeState> {
@@ -37,7 +48,18 @@ fn inputs<'a>(
     previous: Option<&'a RolloutStatus>,
     now: i64,
 ) -> Inputs<'a> {
-    Inputs { policy, nodes, target, slice_version: Some("1.2.0".into()), previous, now, acting: true }
+    let template = "spec222".into();
+    Inputs {
+        policy,
+        nodes,
+        target,
+        slice_version: Some("1.2.0".into()),
+        template,
+        held: None,
+        previous,
+        now,
+        acting: true,
+    }
 }
 
 fn evicted(decision: &Decision) -> Vec<&str> {
@@ -48,18 +70,22 @@ fn evicted(decision: &Decision) -> Vec<&str> {
 fn move_nodes(nodes: &mut [NodeState], names: &[&str]) {
     for n in nodes.iter_mut().filter(|n| names.contains(&n.name.as_str())) {
         *n = node(&n.name, NEW, "1.2.0");
+        n.pod.as_mut().unwrap().created = Some(T0 + 1);
     }
 }
 
 #[test]
 fn a_good_rollout_moves_the_canary_then_steps_until_complete() {
-    let policy = RolloutPolicy { max_unavailable: IntOrString::Int(2), ..RolloutPolicy::default() };
+    let policy = unsoaked(RolloutPolicy { max_unavailable: IntOrString::Int(2), ..RolloutPolicy::default() });
     let target = target();
     let mut nodes = fleet(5);
     let first = plan(&inputs(&policy, &nodes, &target, None, T0));
     assert_eq!(evicted(&first), ["n00"], "one canary node");
     assert_eq!(first.status.step, 1);
-    assert_eq!(first.status.step_nodes, [StepNode { node: "n00".into(), devices: 16 }]);
+    assert_eq!(
+        first.status.step_nodes,
+        [StepNode { node: "n00".into(), devices: 16, slices: Some("n00-old111".into()) }]
+    );
     assert_eq!(first.change, Some(Change::Step { step: 1, nodes: vec!["n00".into()] }));
 
     // Until the canary passes, nothing else moves; a canary pod that is still there is deleted again.
@@ -117,7 +143,7 @@ fn a_canary_that_never_gets_ready_halts_at_the_timeout_naming_it() {
 
 #[test]
 fn fewer_devices_or_a_stale_slice_fail_the_check() {
-    let policy = RolloutPolicy::default();
+    let policy = unsoaked(RolloutPolicy::default());
     let target = target();
     let mut nodes = fleet(3);
     let first = plan(&inputs(&policy, &nodes, &target, None, T0));
@@ -185,7 +211,7 @@ fn paused_judges_but_moves_nothing_and_a_lost_start_time_restarts_the_clock() {
 
 #[test]
 fn steps_are_sized_by_the_fleet_and_complete_at_once_when_nothing_is_old() {
-    let policy = RolloutPolicy { canary: 2, ..RolloutPolicy::default() };
+    let policy = unsoaked(RolloutPolicy { canary: 2, ..RolloutPolicy::default() });
     let target = target();
     let mut nodes = fleet(40);
     let first = plan(&inputs(&policy, &nodes, &target, None, T0));
