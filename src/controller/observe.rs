@@ -38,7 +38,9 @@ pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -
 fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
     match driver {
         Driver::BlockedByConflict => {
-            return Rollout::NotApplied("its nodes are already served by an older config".into());
+            return Rollout::NotApplied(
+                "another config holds some of its nodes: the plugin is kept as it runs, not created or updated".into(),
+            );
         }
         Driver::WaitingForNamespace => {
             let ns = &plan.config.spec.driver.namespace;

@@ -194,25 +194,26 @@ async fn paused_writes_the_status_and_nothing_else() {
     assert_eq!(condition(&status, "TemplatesReady").1, "Missing");
 }
 
+/// Hardening #26 item 11: a node that newly overlaps an older config's keeps the newer config's plugin running on
+/// every other node: its DaemonSet is neither deleted nor updated, and its conflicting template is kept.
 #[tokio::test]
-async fn a_node_conflict_means_no_daemon_set_and_removes_an_earlier_one() {
+async fn a_node_conflict_keeps_a_running_daemon_set_and_its_templates_as_they_are() {
     let older = config_at("old", "2026-01-01T00:00:00Z", json!({"templates": {"namespaces": ["team-b"]}}));
-    let newer = config(json!({}));
-    let mut world = World::with_namespaces(&["team-a", "team-b", "neuron-dra-driver"]);
+    let newer = config(json!({"templates": {"namespaces": ["team-a", "team-b"]}}));
+    let mut world = World::with_namespaces(&["team-a", "team-b", "neuron-dra-driver"]).holding(&desired(&newer), 0);
     world.configs = vec![older, newer.clone()];
     world.nodes = nodes(1);
-    world.daemon_sets.push(desired(&newer).daemon_set); // applied before the older config's nodes overlapped
     let fixture = Fixture::new(&world);
     fixture.reconcile(&newer).await.unwrap();
     let lines = fixture.lines();
-    assert!(!lines.iter().any(|l| l.starts_with("PATCH") && l.contains("daemonsets")), "{lines:#?}");
-    assert!(lines.contains(&format!("DELETE {DAEMON_SET}")), "{lines:#?}");
-    assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "templates do not conflict: applied");
+    assert!(!lines.iter().any(|l| l.contains("daemonsets")), "the running plugin is left alone: {lines:#?}");
+    assert!(!lines.iter().any(|l| l.starts_with("DELETE")), "nothing of the newer config is deleted: {lines:#?}");
     assert!(fixture.event_reasons().contains(&"Conflict".to_string()));
     let status = fixture.last_status().unwrap();
     let (valid, reason, message) = condition(&status, "ConfigValid");
     assert_eq!((valid.as_str(), reason.as_str()), ("False", "Conflict"));
     assert!(message.contains("nodes n-0 are already selected by old"), "{message}");
+    assert!(message.contains("team-b/pretrain already belong to old"), "{message}");
     assert_eq!(condition(&status, "DriverReady").1, "NotApplied");
 }
 
