@@ -159,3 +159,49 @@ async fn a_different_driver_version_on_the_nodes_is_reported() {
     assert!(issue.message.contains("1.1.0") && issue.message.contains("1.2.0"), "{}", issue.message);
     f.clear().await;
 }
+
+/// Hardening #26 item 2: plugin pods are told by their DaemonSet (owner uid) in the driver namespace, not by
+/// labels anyone who may create a pod can copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_alike_pod_does_not_stand_in_for_the_plugin() {
+    let f = Fleet::start("spoof", &[("trn2.48xlarge", 2)]).await;
+    let (n0, n1) = (f.node("trn2.48xlarge", 0), f.node("trn2.48xlarge", 1));
+    // The plugin does not tolerate this taint: its DaemonSet places no pod on n1.
+    kubectl(&["taint", "node", &n1, "neurondra.io/test-blocked=yes:NoSchedule"]);
+    let config = apply_config(&f, None).await;
+    f.wait_status("no plugin on n1", |s| has_issue(s, &n1, "PluginNotReady") && !has_issue(s, &n0, "PluginNotReady"))
+        .await;
+    // Pods with the plugin's labels and a pin to n1, by someone else: in a tenant namespace, and one in the driver
+    // namespace that no DaemonSet controls. The stand-in kubelet reports both Ready.
+    let tenant = f.scenario.namespace("tenant", &[]).await;
+    for namespace in [tenant.as_str(), &f.scenario.driver_namespace()] {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "look-alike", "namespace": namespace, "labels": {
+                "app.kubernetes.io/managed-by": "neuron-dra-operator", "neurondra.io/config": config}},
+            "spec": {"nodeName": n1, "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "plugin", "image": "registry.k8s.io/pause:3.10"}]}});
+        kubectl_with(&kubeconfig(), &["create", "-f", "-"], Some(&pod.to_string())).unwrap();
+    }
+    eventually(TIMEOUT, "look-alike pods Ready", || async {
+        let ready = kubectl(&[
+            "get",
+            "pods",
+            "-A",
+            "--field-selector",
+            "metadata.name=look-alike",
+            "-o",
+            "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        (ready.trim() == "True True").then_some(())
+    })
+    .await;
+    // A later change the operator must report, so the status below was computed after the pods were Ready.
+    f.fault(FaultKind::NeuronHealth, &n0, TaintEffect::NoSchedule).await;
+    let status = f.wait_status("NeuronHealth on n0", |s| has_issue(s, &n0, "NeuronHealth")).await;
+    assert!(
+        has_issue(&status, &n1, "PluginNotReady"),
+        "a look-alike pod hid n1's missing plugin: {:?}",
+        status.node_issues
+    );
+    f.clear().await;
+}

@@ -39,10 +39,25 @@ pub fn trim_meta<K: Resource>(object: &mut K) {
 /// Managed fields, annotations and owner references (most of an object's bytes) are skipped while parsing, never
 /// built.
 fn slim_meta<'de, D: Deserializer<'de>>(deserializer: D, keep_label: fn(&str) -> bool) -> Result<ObjectMeta, D::Error> {
+    slim_meta_owned::<D, serde::de::IgnoredAny>(deserializer, keep_label, |_| None)
+}
+
+/// `slim_meta`, keeping what `owners` makes of the owner references (`O`; `IgnoredAny` skips them).
+fn slim_meta_owned<'de, D, O>(
+    deserializer: D,
+    keep_label: fn(&str) -> bool,
+    owners: fn(O) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+) -> Result<ObjectMeta, D::Error>
+where
+    D: Deserializer<'de>,
+    O: Deserialize<'de> + Default,
+{
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
-    struct Kept {
+    struct Kept<O> {
+        #[serde(default)]
+        owner_references: O,
         name: Option<String>,
         namespace: Option<String>,
         uid: Option<String>,
@@ -52,7 +67,7 @@ fn slim_meta<'de, D: Deserializer<'de>>(deserializer: D, keep_label: fn(&str) ->
         creation_timestamp: Option<Time>,
         deletion_timestamp: Option<Time>,
     }
-    let kept = Kept::deserialize(deserializer)?;
+    let kept = Kept::<O>::deserialize(deserializer)?;
     let labels = kept.labels.map(|mut labels| {
         labels.retain(|key, _| keep_label(key));
         labels
@@ -66,6 +81,7 @@ fn slim_meta<'de, D: Deserializer<'de>>(deserializer: D, keep_label: fn(&str) ->
         labels: labels.filter(|labels| !labels.is_empty()),
         creation_timestamp: kept.creation_timestamp,
         deletion_timestamp: kept.deletion_timestamp,
+        owner_references: owners(kept.owner_references),
         ..ObjectMeta::default()
     })
 }

@@ -6,14 +6,22 @@ use kube::Resource;
 use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 
-use super::{ConditionView, conditions_of, slim_meta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use super::{ConditionView, conditions_of, slim_meta_owned};
 
 /// The label the DaemonSet controller puts on its pods and ControllerRevisions.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
 
-/// A plugin pod's metadata with the two labels read: its config and its DaemonSet revision.
+/// A plugin pod's metadata with the two labels read (its config and its DaemonSet revision) and its controller's
+/// uid: labels anyone who may create a pod can copy, so only the DaemonSet's own pods count (`controller_uid`).
 fn plugin_pod_meta<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    slim_meta(deserializer, |key| key == crate::api::labels::LABEL_CONFIG || key == crate::cluster::REVISION_LABEL)
+    let keep = |key: &str| key == crate::api::labels::LABEL_CONFIG || key == crate::cluster::REVISION_LABEL;
+    slim_meta_owned(deserializer, keep, |owners: Option<Vec<OwnerReference>>| {
+        let controller = owners?.into_iter().find(|o| o.controller == Some(true))?;
+        // Only the uid is read; the rest would cost memory on every pod.
+        Some(vec![OwnerReference { uid: controller.uid, controller: Some(true), ..OwnerReference::default() }])
+    })
 }
 
 /// A bound pod's node is its nodeName; the affinity that pinned it is no longer needed. Its resourceVersion is read
@@ -57,6 +65,12 @@ pub struct PodStatusView {
 impl PodView {
     pub fn ready(&self) -> bool {
         self.status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+
+    /// The uid of the object that controls it (its DaemonSet).
+    pub fn controller_uid(&self) -> Option<&str> {
+        let owners = self.metadata.owner_references.as_deref()?;
+        owners.iter().find(|o| o.controller == Some(true)).map(|o| o.uid.as_str())
     }
 
     /// The node it runs on, or (unbound) the one its DaemonSet affinity pins it to.

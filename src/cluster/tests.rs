@@ -110,3 +110,24 @@ fn a_pod_is_pinned_by_its_metadata_name_field() {
     assert_eq!(pinned_node(&affinity).as_deref(), Some("n-3"));
     assert_eq!(pinned_node(&Default::default()), None);
 }
+
+#[test]
+fn a_pod_view_keeps_only_its_controllers_uid_of_the_owner_references() {
+    let owner = |uid: &str, controller: bool| {
+        serde_json::json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": uid, "uid": uid,
+            "controller": controller, "blockOwnerDeletion": true})
+    };
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "ownerReferences": [owner("other", false), owner("ds", true)]},
+        "spec": {"nodeName": "n", "containers": []},
+    }))
+    .unwrap();
+    let view = pod_view(&pod);
+    assert_eq!(view.controller_uid(), Some("ds"));
+    let kept = view.metadata.owner_references.unwrap();
+    assert_eq!((kept.len(), kept[0].name.as_str(), kept[0].block_owner_deletion), (1, "", None));
+    let orphan: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "q", "ownerReferences":
+        [owner("other", false)]}, "spec": {"containers": []}}))
+    .unwrap();
+    assert_eq!(pod_view(&orphan).controller_uid(), None, "an owner that is not the controller does not count");
+}

@@ -26,6 +26,8 @@ pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -
         template_namespaces: 0,
         profiles: Vec::new(),
         templates_missing: Vec::new(),
+        templates_foreign: Vec::new(),
+        foreign: Vec::new(),
         health: None,
         capacity: Vec::new(),
         remediation: None,
@@ -36,7 +38,9 @@ pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -
 fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
     match driver {
         Driver::BlockedByConflict => {
-            return Rollout::NotApplied("its nodes are already served by an older config".into());
+            return Rollout::NotApplied(
+                "another config holds some of its nodes: the plugin is kept as it runs, not created or updated".into(),
+            );
         }
         Driver::WaitingForNamespace => {
             let ns = &plan.config.spec.driver.namespace;
@@ -122,6 +126,8 @@ pub fn observation(
         template_namespaces: in_place_namespaces.len(),
         profiles,
         templates_missing: missing,
+        templates_foreign: report.foreign_lines(true),
+        foreign: report.foreign_lines(false),
         health: None,
         capacity: Vec::new(),
         remediation: plan.remediation.status(&config.name, &failed),

@@ -261,6 +261,10 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         // Our own writes (or a namespace's deletion) will show up in the cache in a moment; check then.
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    if !report.foreign.is_empty() {
+        // Another tool's objects are not watched (they lack the operator's label): look again for them.
+        return Ok(Action::requeue(Duration::from_secs(60)));
+    }
     // A rollout step's timeout passes without any event.
     Ok(step.and_then(|s| s.recheck).map_or_else(Action::await_change, Action::requeue))
 }

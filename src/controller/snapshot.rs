@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::core::ApiResource;
+use kube::runtime::reflector::ObjectRef;
 
 use super::Stores;
 use crate::api::labels::LABEL_CONFIG;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
+use crate::logic::build::plugin_name;
 use crate::logic::health;
 use crate::logic::validate::ValidatedConfig;
 
@@ -67,13 +69,22 @@ impl Snapshot {
         rules_of(&self.taint_rules, config)
     }
 
-    /// A config's plugin pod on each node. Of two pods on one node (the old one going away while its replacement
-    /// starts), the one not being deleted is the node's.
-    pub fn plugin_pods_of(&self, config: &str) -> HashMap<String, Arc<PodView>> {
+    /// A config's plugin pod on each node: only pods its DaemonSet controls (by uid) in the driver namespace count,
+    /// since any tenant who may create pods can copy their labels and node pin. Of two pods on one node (the old
+    /// one going away while its replacement starts), the one not being deleted is the node's.
+    pub fn plugin_pods_of(&self, config: &ValidatedConfig) -> HashMap<String, Arc<PodView>> {
+        let namespace = config.spec.driver.namespace.as_str();
+        let daemon_set = ObjectRef::new(&plugin_name(&config.name)).within(namespace);
+        let Some(uid) = self.stores.owned.daemon_sets.get(&daemon_set).and_then(|ds| ds.uid()) else {
+            return HashMap::new();
+        };
         let mut by_node: HashMap<String, Arc<PodView>> = HashMap::new();
-        for pod in
-            self.plugin_pods.iter().filter(|pod| pod.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
-        {
+        let ours = |pod: &&Arc<PodView>| {
+            pod.metadata.namespace.as_deref() == Some(namespace)
+                && pod.controller_uid() == Some(uid.as_str())
+                && pod.labels().get(LABEL_CONFIG) == Some(&config.name)
+        };
+        for pod in self.plugin_pods.iter().filter(ours) {
             let Some(node) = pod.node() else { continue };
             let live = |p: &PodView| p.metadata.deletion_timestamp.is_none();
             if by_node.get(&node).is_none_or(|kept| !live(kept)) {
@@ -85,7 +96,7 @@ impl Snapshot {
 
     /// Device and node health over the nodes this config selects.
     pub fn health(&self, config: &ValidatedConfig, plugin_expected: bool) -> health::Assessment {
-        let plugin_pods = self.plugin_pods_of(&config.name);
+        let plugin_pods = self.plugin_pods_of(config);
         let holders = health::holders(&self.claims);
         health::assess(&health::Inputs {
             spec: &config.spec,

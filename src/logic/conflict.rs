@@ -1,7 +1,9 @@
 //! Conflicts between configs (pure): two configs that select the same node, put the same template name in the
 //! same namespace, or serve different extended resources through the same DeviceClass (`devices.<class>`, which
 //! both would otherwise force-apply with their own `extendedResourceName` forever). The older config (creation
-//! time, then name) wins; the newer one applies nothing that conflicts.
+//! time, then name) wins; the newer one applies nothing that conflicts and keeps what it already runs there. The
+//! controller adds what other configs run as claimants older than all (`controller::plan`), so what runs is never
+//! taken over.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,14 +57,14 @@ impl Conflicts {
         };
         if !self.nodes.is_empty() {
             parts.push(format!(
-                "nodes {} are already selected by {}; the plugin DaemonSet is not applied",
+                "nodes {} are already selected by {}; the plugin DaemonSet is kept as it is, not created or updated",
                 first_of(self.nodes.keys(), SHOWN, ", "),
                 winners(&mut self.nodes.values())
             ));
         }
         if !self.templates.is_empty() {
             parts.push(format!(
-                "templates {} already belong to {}; they are not applied",
+                "templates {} already belong to {}; they are not written (one of this config's own is kept)",
                 first_of(self.templates.keys().map(|(ns, t)| format!("{ns}/{t}")), SHOWN, ", "),
                 winners(&mut self.templates.values())
             ));
@@ -151,8 +153,8 @@ mod tests {
         assert_eq!(found.templates.keys().collect::<Vec<_>>(), [&("a".to_string(), "pretrain".to_string())]);
         assert_eq!(
             found.message(),
-            "nodes n2 are already selected by old; the plugin DaemonSet is not applied; \
-             templates a/pretrain already belong to old; they are not applied"
+            "nodes n2 are already selected by old; the plugin DaemonSet is kept as it is, not created or updated; \
+             templates a/pretrain already belong to old; they are not written (one of this config's own is kept)"
         );
     }
 

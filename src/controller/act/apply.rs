@@ -17,13 +17,26 @@ use crate::runtime::client::brief;
 pub use drift::{holds, stamped};
 
 /// What happened to one object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Unchanged,
     Created,
     Updated,
     /// Written by an earlier reconcile, and the watch cache has not shown that write yet: left alone.
     Pending,
+    /// Made by someone else (these field managers): left as it is.
+    Foreign(String),
+}
+
+/// What the watch cache of a kind tells about who made an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// The cache holds only what carries the operator's label: a name it lacks may still be taken by someone else.
+    Labelled,
+    /// The cache holds every object of the kind: one it holds without the label is someone else's.
+    Everything,
+    /// An existing object is taken as it is, whoever made it (the driver namespace).
+    Adopted,
 }
 
 /// How long a write may take to show up in the watch cache before the cache is trusted again anyway.
@@ -127,7 +140,8 @@ pub struct Applier {
 
 impl Applier {
     /// Server-side applies `desired` (of the kind `dt` names, e.g. DeviceTaintRules in the version the server
-    /// serves) unless `existing` (from the watch cache) already holds it.
+    /// serves) unless `existing` (from the watch cache) already holds it. An object the operator did not make is left
+    /// alone (`Outcome::Foreign`) unless the kind is `Ownership::Adopted`.
     pub async fn ensure_as<K>(
         &self,
         dt: &K::DynamicType,
@@ -135,14 +149,16 @@ impl Applier {
         desired: &K,
         existing: Option<&K>,
         manager: &str,
+        ownership: Ownership,
     ) -> Result<Outcome, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
-        self.ensure_with(dt, api, desired, existing, manager, false).await
+        self.ensure_with(dt, api, desired, existing, manager, false, ownership).await
     }
 
     /// `ensure_as`; with `create_absent`, an object the cache lacks is created rather than applied.
+    #[allow(clippy::too_many_arguments)]
     async fn ensure_with<K>(
         &self,
         dt: &K::DynamicType,
@@ -151,6 +167,7 @@ impl Applier {
         existing: Option<&K>,
         manager: &str,
         create_absent: bool,
+        ownership: Ownership,
     ) -> Result<Outcome, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
@@ -159,16 +176,30 @@ impl Applier {
         if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
             return Ok(Outcome::Pending);
         }
+        let foreign = |e: &&K| ownership != Ownership::Adopted && !owner::ours(e.meta());
+        if let Some(existing) = existing.filter(foreign) {
+            return Ok(Outcome::Foreign(owner::managers(existing.meta())));
+        }
         let applied = drift::Applied::of(desired, manager);
         if existing.is_some_and(|existing| applied.held_by(existing)) {
             return Ok(Outcome::Unchanged);
         }
         let desired = &applied.stamp(desired);
         if create_absent && existing.is_none() {
-            self.create_as(dt, api, desired, None, manager).await?;
-            return Ok(Outcome::Created);
+            return self.create_as(dt, api, desired, None, manager).await;
         }
-        self.apply_as(dt, api, desired, existing.and_then(|e| e.meta().resource_version.clone()), manager).await?;
+        // Force only over an object the operator made. Over none there is nothing to take: without force, one made
+        // meanwhile by someone else is not taken either.
+        let mut force = existing.is_some();
+        if existing.is_none() && ownership == Ownership::Labelled {
+            match owner::look(&K::kind(dt), api, &desired.name_any()).await? {
+                owner::Found::Foreign(managers) => return Ok(Outcome::Foreign(managers)),
+                owner::Found::Ours => force = true,
+                owner::Found::Absent => {}
+            }
+        }
+        let before = existing.and_then(|e| e.meta().resource_version.clone());
+        self.apply_as(dt, api, desired, before, manager, force).await?;
         Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
     }
 
@@ -185,19 +216,19 @@ impl Applier {
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
     {
-        self.ensure_with(&K::DynamicType::default(), api, desired, existing, manager, true).await
+        self.ensure_with(&K::DynamicType::default(), api, desired, existing, manager, true, Ownership::Labelled).await
     }
 
-    /// Creates `desired` with a POST under `manager`; one that exists after all (made by someone else, or not in
-    /// the cache yet) is server-side applied instead, which takes its fields over. `before` is the resourceVersion
-    /// the cache holds (a replaced object's, until its deletion shows).
+    /// Creates `desired` with a POST under `manager`; one that exists after all is server-side applied instead if
+    /// the operator made it (not in the cache yet), and left alone (`Outcome::Foreign`) if someone else did. `before`
+    /// is the resourceVersion the cache holds (a replaced object's, until its deletion shows).
     pub async fn create<K>(
         &self,
         api: &Api<K>,
         desired: &K,
         before: Option<String>,
         manager: &str,
-    ) -> Result<(), ApplyError>
+    ) -> Result<Outcome, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
@@ -213,7 +244,7 @@ impl Applier {
         desired: &K,
         before: Option<String>,
         manager: &str,
-    ) -> Result<(), ApplyError>
+    ) -> Result<Outcome, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
@@ -222,11 +253,13 @@ impl Applier {
         match api.create(&params, desired).await {
             Ok(_) => {
                 self.expectations.wrote(object_key_as::<K>(dt, &name, desired.meta().namespace.as_deref()), before);
-                Ok(())
+                Ok(Outcome::Created)
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                self.apply_as(dt, api, desired, before, manager).await
-            }
+            Err(kube::Error::Api(status)) if status.code == 409 => match owner::look(&K::kind(dt), api, &name).await? {
+                owner::Found::Foreign(managers) => Ok(Outcome::Foreign(managers)),
+                // Gone meanwhile, or ours: the apply creates or takes back our own fields.
+                _ => self.apply_as(dt, api, desired, before, manager, true).await.map(|()| Outcome::Created),
+            },
             Err(source) => Err(ApplyError::Apply { kind: K::kind(dt).into_owned(), name, source }),
         }
     }
@@ -239,15 +272,18 @@ impl Applier {
         desired: &K,
         before: Option<String>,
         manager: &str,
+        force: bool,
     ) -> Result<(), ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
         let name = desired.name_any();
-        let applied = api
-            .patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(desired))
-            .await
-            .map_err(|source| ApplyError::Apply { kind: K::kind(dt).into_owned(), name: name.clone(), source })?;
+        let params = if force { PatchParams::apply(manager).force() } else { PatchParams::apply(manager) };
+        let applied = api.patch(&name, &params, &Patch::Apply(desired)).await.map_err(|source| ApplyError::Apply {
+            kind: K::kind(dt).into_owned(),
+            name: name.clone(),
+            source,
+        })?;
         // An apply that changed nothing leaves the version as it was: nothing to wait for.
         if applied.meta().resource_version != before {
             let key = object_key_as::<K>(dt, &name, desired.meta().namespace.as_deref());
@@ -332,5 +368,6 @@ where
 }
 
 mod drift;
+pub mod owner;
 #[cfg(test)]
 mod tests;

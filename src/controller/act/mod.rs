@@ -23,6 +23,10 @@ pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
     let mut templates = pass.fork();
     tokio::join!(install_driver(plan, &mut pass), templates.ensure_templates(&plan.desired.templates));
     pass.join(templates);
+    // Left out for a conflict: this config's own copy stays as it is.
+    for template in &plan.kept_templates {
+        pass.claim(template);
+    }
     for rule in plan.remediation.rules() {
         pass.ensure(rule, MANAGER).await;
     }
@@ -97,7 +101,9 @@ async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) {
         pass.join(fork);
     }
     match plan.driver {
-        Driver::BlockedByConflict => {}
+        // Keep what runs: a conflict neither updates nor deletes the plugin (that would take it off every node at
+        // once), and creates none.
+        Driver::BlockedByConflict => pass.claim(&desired.daemon_set),
         _ if usable && fenced => {
             pass.ensure(&desired.daemon_set, MANAGER).await;
         }

@@ -14,12 +14,15 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::apply::Ownership;
 use crate::api::labels::ANNOTATION_SPEC_HASH;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::controller::{Context, Stores};
 
 /// A kind the operator writes: which version the server serves, what its cache holds and which API writes it.
 pub trait Operand: Resource + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static {
+    /// What its cache tells about who made an object (the owned kinds' caches hold only what is labelled).
+    const OWNERSHIP: Ownership = Ownership::Labelled;
     /// The kind as the server serves it; None where it serves none (nothing of it is written).
     fn served(ctx: &Context) -> Option<Self::DynamicType>;
     /// The cached copy of one object.
@@ -61,6 +64,7 @@ owned_kinds!(operands);
 /// The driver's namespace: created when missing, never deleted (it may hold more than the plugin). Namespaces are
 /// cached as metadata, all a Namespace the operator writes has.
 impl Operand for Namespace {
+    const OWNERSHIP: Ownership = Ownership::Adopted;
     fn served(_: &Context) -> Option<()> {
         Some(())
     }
@@ -78,6 +82,7 @@ impl Operand for Namespace {
 
 /// Remediation's DeviceTaintRules, in the version the server serves (found at start).
 impl Operand for TaintRuleView {
+    const OWNERSHIP: Ownership = Ownership::Everything;
     fn served(ctx: &Context) -> Option<ApiResource> {
         ctx.taint_rules.clone()
     }

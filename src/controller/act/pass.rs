@@ -83,7 +83,7 @@ impl<'a> Pass<'a> {
         let namespace = desired.meta().namespace.as_deref();
         let existing = K::cached(&self.ctx.stores, &desired.name_any(), namespace);
         let api = K::api(&self.ctx.client, &dt, namespace);
-        match self.ctx.applier.ensure_as(&dt, &api, desired, existing.as_deref(), manager).await {
+        match self.ctx.applier.ensure_as(&dt, &api, desired, existing.as_deref(), manager, K::OWNERSHIP).await {
             Err(error) if namespace_terminating(&error) => {
                 self.report.namespace_terminating = true;
                 false
@@ -246,7 +246,7 @@ async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (Stri
     let outcome = match ctx.applier.delete(&api, stale.as_ref()).await {
         Ok(true) => {
             let before = stale.metadata.resource_version.clone();
-            ctx.applier.create(&api, &template, before, MANAGER).await.map(|()| Outcome::Created)
+            ctx.applier.create(&api, &template, before, MANAGER).await
         }
         Ok(false) => Ok(Outcome::Pending),
         Err(error) => Err(error),

@@ -26,6 +26,8 @@ pub struct Report {
     pub replaced: Vec<Written>,
     pub deleted: Vec<Written>,
     pub errors: Vec<ApplyError>,
+    /// Objects the pass wanted that someone else made, with their field managers: left as they are.
+    pub foreign: Vec<(Written, String)>,
     /// (namespace/name) of claimed templates now in place.
     pub templates_in_place: BTreeSet<String>,
     /// Some earlier write has not reached the cache yet: look again shortly.
@@ -42,6 +44,10 @@ impl Report {
             Ok(Outcome::Updated) => self.updated.push(what),
             Ok(Outcome::Unchanged) => {}
             Ok(Outcome::Pending) => self.pending = true,
+            Ok(Outcome::Foreign(managers)) => {
+                self.foreign.push((what, managers));
+                return false;
+            }
             Err(error) => {
                 self.errors.push(error);
                 return false;
@@ -57,6 +63,7 @@ impl Report {
         self.replaced.extend(other.replaced);
         self.deleted.extend(other.deleted);
         self.errors.extend(other.errors);
+        self.foreign.extend(other.foreign);
         self.templates_in_place.extend(other.templates_in_place);
         self.pending |= other.pending;
         self.namespace_terminating |= other.namespace_terminating;
@@ -73,6 +80,16 @@ impl Report {
     /// The objects of `kind` created (or deleted, with `deleted`) by name.
     pub fn names_of<'a>(written: &'a [Written], kind: &'a str) -> impl Iterator<Item = &'a str> {
         written.iter().filter(move |w| w.kind == kind).map(|w| w.key.as_str())
+    }
+
+    /// One line per object left alone because someone else made it, for the status: templates (`templates`) or
+    /// the rest.
+    pub fn foreign_lines(&self, templates: bool) -> Vec<String> {
+        self.foreign
+            .iter()
+            .filter(|(what, _)| (what.kind == "ResourceClaimTemplate") == templates)
+            .map(|(what, managers)| format!("{what} was made by {managers}, not this operator: left as it is"))
+            .collect()
     }
 
     /// Names of the objects of `kind` whose apply failed.

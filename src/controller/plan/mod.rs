@@ -21,6 +21,7 @@ use kube::{Resource, ResourceExt};
 use super::Stores;
 use super::snapshot::Snapshot;
 use crate::api::NeuronDRAConfig;
+use crate::api::labels::LABEL_CONFIG;
 use crate::logic::build::{self, Desired};
 use crate::logic::conflict::{self, Claimant, Conflicts};
 use crate::logic::nodes::{self, NodeFilter};
@@ -42,7 +43,8 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Driver {
     Apply,
-    /// An older config already selects some of these nodes: no DaemonSet (an existing one is deleted).
+    /// Another config holds some of these nodes: the DaemonSet is kept as it runs (neither updated nor deleted), and
+    /// none is created.
     BlockedByConflict,
     /// The driver namespace is being deleted: keep what is there and apply once it can be created again.
     WaitingForNamespace,
@@ -64,8 +66,10 @@ pub enum NamespaceState {
 pub struct Plan {
     pub mode: Mode,
     pub config: ValidatedConfig,
-    /// Every object wanted; templates that conflict with an older config are already left out.
+    /// Every object wanted; templates that conflict with another config are already left out.
     pub desired: Desired,
+    /// The templates left out for a conflict: one of this config's own is kept as it is, not deleted.
+    pub kept_templates: Vec<k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
     pub driver: Driver,
     pub driver_namespace: NamespaceState,
     pub conflicts: Conflicts,
@@ -89,9 +93,10 @@ impl Plan {
         let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
         let conflicts = conflicts_of(config, &validated, stores);
         let mut desired = build::build(&validated, &namespaces);
-        desired
-            .templates
-            .retain(|t| !conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
+        let (kept_templates, templates) = std::mem::take(&mut desired.templates)
+            .into_iter()
+            .partition(|t| conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
+        desired.templates = templates;
         if conflicts.extended_resource.is_some() {
             desired.extended_resource_class = None;
         }
@@ -124,6 +129,7 @@ impl Plan {
             mode,
             config: validated,
             desired,
+            kept_templates,
             driver,
             driver_namespace,
             conflicts,
@@ -197,15 +203,73 @@ fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stor
     }
 }
 
-/// Conflicts with older configs that are valid and not being deleted.
+/// Conflicts with the other configs that are not being deleted: by spec with the older ones that are valid, and by
+/// what runs with every one, valid or not (`running`).
 fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stores) -> Conflicts {
-    let others: Vec<Claimant> = stores
-        .configs
-        .state()
+    let others = stores.configs.state();
+    let others: Vec<(String, Option<&NeuronDRAConfig>)> = others
         .iter()
-        .filter_map(|guard| guard.0.as_ref().ok())
-        .filter(|other| other.name_any() != validated.name && other.meta().deletion_timestamp.is_none())
-        .filter_map(|other| stores.validations.of(other).map(|v| claimant(other, &v, stores)))
+        .filter_map(|guard| {
+            let (meta, config) = match &guard.0 {
+                Ok(other) => (&other.metadata, Some(other)),
+                // Unreadable by this build: what it runs still counts.
+                Err(invalid) => (&invalid.metadata, None),
+            };
+            let name = meta.name.clone()?;
+            (name != validated.name && meta.deletion_timestamp.is_none()).then_some((name, config))
+        })
         .collect();
-    conflict::find_conflicts(&claimant(config, validated, stores), &others)
+    let mut claimants: Vec<Claimant> = others
+        .iter()
+        .filter_map(|(_, other)| other.and_then(|o| stores.validations.of(o).map(|v| claimant(o, &v, stores))))
+        .collect();
+    let daemon_set = ObjectRef::new(&build::plugin_name(&validated.name)).within(&validated.spec.driver.namespace);
+    let runs = stores.owned.daemon_sets.get(&daemon_set).is_some();
+    claimants.extend(running(others.into_iter().map(|(name, _)| name), !runs, stores));
+    conflict::find_conflicts(&claimant(config, validated, stores), &claimants)
+}
+
+/// What other configs hold in the cluster, whatever their spec says now (an invalid or unreadable spec leaves its
+/// objects as they are): the templates labelled as theirs and, when `nodes`, the nodes their plugin pods run on.
+/// Such a claimant counts as older than every config: what runs is never taken over, and no second plugin is
+/// created beside one that runs (`nodes` is set only for a config that has no DaemonSet yet).
+fn running(names: impl Iterator<Item = String>, nodes: bool, stores: &Stores) -> Vec<Claimant> {
+    use std::collections::BTreeMap;
+    let mut held: BTreeMap<String, Claimant> = names
+        .map(|name| {
+            let claimant = Claimant {
+                name: name.clone(),
+                created: (i64::MIN, name.clone()),
+                nodes: BTreeSet::new(),
+                templates: BTreeSet::new(),
+                extended_resource: None,
+            };
+            (name, claimant)
+        })
+        .collect();
+    let config_of = |labels: &std::collections::BTreeMap<String, String>| labels.get(LABEL_CONFIG).cloned();
+    for template in stores.owned.templates.state() {
+        if let Some(claimant) = config_of(template.labels()).and_then(|c| held.get_mut(&c)) {
+            claimant.templates.insert((template.namespace().unwrap_or_default(), template.name_any()));
+        }
+    }
+    if nodes {
+        // Only pods a config's own DaemonSet controls: a look-alike pod holds no node.
+        let daemon_sets: BTreeMap<String, String> = stores
+            .owned
+            .daemon_sets
+            .state()
+            .iter()
+            .filter_map(|ds| Some((ds.uid()?, config_of(ds.labels())?)))
+            .collect();
+        for pod in stores.plugin_pods.state() {
+            let owner = pod.controller_uid().and_then(|uid| daemon_sets.get(uid));
+            if let (Some(config), Some(node)) = (owner, pod.node())
+                && let Some(claimant) = held.get_mut(config)
+            {
+                claimant.nodes.insert(node);
+            }
+        }
+    }
+    held.into_values().collect()
 }

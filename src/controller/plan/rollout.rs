@@ -145,7 +145,7 @@ fn revisions_of(ds: &DaemonSet, all: &[Arc<ControllerRevision>]) -> Vec<Revision
 
 /// Every node the config selects, with its plugin pod and what its slices publish.
 fn node_states(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<NodeState> {
-    let pods = snapshot.plugin_pods_of(&config.name);
+    let pods = snapshot.plugin_pods_of(config);
     let filter = NodeFilter::new(&config.spec);
     let mut nodes: Vec<NodeState> = snapshot
         .nodes()

@@ -187,6 +187,8 @@ struct Server {
     failures: Vec<Failure>,
     /// The config as stored, returned by its status and finalizer patches.
     configs: Vec<Value>,
+    /// Objects a GET finds (by path) that the caches do not hold; any other GET finds nothing.
+    stored: Vec<(String, Value)>,
 }
 
 /// A reconcile context over `World`'s caches, and the mock API server its client talks to.
@@ -250,6 +252,11 @@ impl Fixture {
         self.server.lock().unwrap().failures.push(failure);
     }
 
+    /// A GET of `path` finds `object` (which the caches do not hold: someone else's, or ours not cached yet).
+    pub fn store(&self, path: &str, object: Value) {
+        self.server.lock().unwrap().stored.push((path.into(), object));
+    }
+
     /// Every request so far, as `METHOD path`.
     pub fn lines(&self) -> Vec<String> {
         self.server.lock().unwrap().sent.iter().map(Sent::line).collect()
@@ -308,6 +315,14 @@ impl Server {
             return (200, config);
         }
         match sent.method {
+            Method::GET => match self.stored.iter().find(|(path, _)| *path == sent.path) {
+                Some((_, object)) => (200, object.clone()),
+                None => (
+                    404,
+                    json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 404,
+                    "reason": "NotFound", "message": "not found"}),
+                ),
+            },
             Method::DELETE => (200, json!({"apiVersion": "v1", "kind": "Status", "status": "Success"})),
             Method::POST => (201, sent.body),
             _ => {

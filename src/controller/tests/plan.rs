@@ -72,3 +72,50 @@ fn an_invalid_spec_plans_nothing() {
     let error = Plan::new(&c, &World::default().snapshot(), NOW).unwrap_err();
     assert!(error.to_string().contains("logicalNeuronCore"), "{error}");
 }
+
+/// The older config `old` turned invalid while its plugin runs on n-0 and its template is in team-a: what runs.
+fn an_invalid_older_config_running(world: &mut World) {
+    let valid_before = config_at("old", "2026-01-01T00:00:00Z", json!({}));
+    let mut invalid = valid_before.clone();
+    invalid.spec.profiles = serde_json::from_value(
+        json!([{"name": "p", "training": {"instanceType": "trn1.32xlarge", "logicalNeuronCore": 2}}]),
+    )
+    .unwrap();
+    world.configs.insert(0, invalid);
+    let before = super::desired(&valid_before);
+    let mut daemon_set = before.daemon_set;
+    daemon_set.metadata.uid = Some("uid-ds-old".into());
+    world.daemon_sets.push(daemon_set);
+    world.templates.extend(before.templates);
+    world.plugin_pods.push(
+        serde_json::from_value(json!({
+            "metadata": {"name": "plugin-old-n-0", "namespace": "neuron-dra-driver", "uid": "uid-pod",
+                "labels": {"neurondra.io/config": "old"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "neuron-dra-old",
+                    "uid": "uid-ds-old", "controller": true}]},
+            "spec": {"nodeName": "n-0"},
+        }))
+        .unwrap(),
+    );
+}
+
+/// Hardening #26 item 11: an older config that turned invalid still holds what it runs: a newer config creates no
+/// second plugin on its nodes and does not take its templates over.
+#[test]
+fn what_an_invalid_older_config_runs_is_not_taken_over() {
+    let newer = config(json!({}));
+    let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]);
+    world.configs = vec![newer.clone()];
+    world.nodes = nodes(2);
+    an_invalid_older_config_running(&mut world);
+    let plan = Plan::new(&newer, &world.snapshot(), NOW).unwrap();
+    assert_eq!(plan.driver, Driver::BlockedByConflict, "{:?}", plan.conflicts);
+    assert_eq!(plan.conflicts.nodes.keys().collect::<Vec<_>>(), ["n-0"], "n-1 runs no plugin");
+    assert!(plan.conflicts.templates.contains_key(&("team-a".into(), "pretrain".into())));
+    assert!(plan.desired.templates.is_empty(), "team-a/pretrain is the older config's");
+
+    // Once the newer config runs its own plugin (the older one's nodes overlapped later), it keeps it and updates it.
+    world.daemon_sets.push(super::desired(&newer).daemon_set);
+    let plan = Plan::new(&newer, &world.snapshot(), NOW).unwrap();
+    assert_eq!(plan.driver, Driver::Apply, "{:?}", plan.conflicts);
+}

@@ -13,6 +13,7 @@ use crate::cluster::{PodView, slice_view};
 use crate::controller::plan::{Plan, Remediation};
 use crate::devtools::simulate::fleet::{self, FleetSpec};
 use crate::logic::rollout::Change;
+use crate::logic::validate::validate;
 
 const NAMESPACE: &str = "neuron-dra-driver";
 const OLD: &str = "old111";
@@ -37,7 +38,9 @@ fn revision(hash: &str, number: i64, image: &str) -> ControllerRevision {
 fn pod(node: &str, hash: &str, ready: bool) -> PodView {
     serde_json::from_value(json!({
         "metadata": {"name": format!("plugin-{node}-{hash}"), "namespace": NAMESPACE, "uid": format!("uid-{node}-{hash}"),
-            "labels": {"neurondra.io/config": "c", "controller-revision-hash": hash}},
+            "labels": {"neurondra.io/config": "c", "controller-revision-hash": hash},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "neuron-dra-c", "uid": "uid-ds",
+                "controller": true}]},
         "spec": {"nodeName": node},
         "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
     }))
@@ -199,7 +202,7 @@ fn a_terminating_pod_beside_its_replacement_does_not_stand_for_the_node() {
     let plan = Plan::new(&c, &world.snapshot(), NOW).unwrap();
     let new = plan.rollout.versions.iter().find(|v| v.revision == NEW).map(|v| v.nodes);
     assert_eq!(new, Some(1), "n-0 runs the new pod: {:?}", plan.rollout.versions);
-    let pods = world.snapshot().plugin_pods_of("c");
+    let pods = world.snapshot().plugin_pods_of(&validate(&c).unwrap());
     assert_eq!(pods["n-0"].metadata.name.as_deref(), Some("plugin-n-0-new222"));
 }
 
@@ -250,6 +253,23 @@ fn a_halt_holds_the_daemon_set_on_the_last_good_template_until_the_template_chan
     let plan = Plan::new(&fixed, &world.snapshot(), NOW).unwrap();
     let image = plan.desired.daemon_set.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
     assert_eq!(image.as_deref(), Some("registry/neuron-dra-driver:1.2.1"));
+}
+
+#[test]
+fn only_pods_the_daemon_set_controls_in_the_driver_namespace_stand_for_a_node() {
+    let (c, mut world) = rolling();
+    // A tenant's copies of the labels and node pin of n-0's plugin, on new nodes' worth of the old revision.
+    let mut unowned = pod("n-0", NEW, true);
+    unowned.metadata.owner_references = None;
+    let mut elsewhere = pod("n-0", NEW, true);
+    elsewhere.metadata.namespace = Some("tenant".into());
+    let mut other_owner = pod("n-0", NEW, true);
+    other_owner.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-tenant-rs".into();
+    world.plugin_pods.retain(|p| p.spec.node_name.as_deref() != Some("n-0"));
+    world.plugin_pods.extend([unowned, elsewhere, other_owner]);
+    let pods = world.snapshot().plugin_pods_of(&validate(&c).unwrap());
+    assert!(!pods.contains_key("n-0"), "a look-alike pod stood for n-0: {:?}", pods.get("n-0"));
+    assert_eq!(pods.len(), 2);
 }
 
 /// Two nodes of which those in `failing` report NeuronHealth=True, with `rules` in the cache.

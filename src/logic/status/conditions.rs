@@ -35,7 +35,7 @@ names! {
 names! {
     /// Every `reason` a condition can carry; the README's troubleshooting table lists them.
     Reason {
-        Valid, InvalidSpec, Conflict, Unparseable, Unsupported,
+        Valid, InvalidSpec, Conflict, Unparseable, Unsupported, ForeignObject,
         RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied,
         Applied, Missing,
         AllHealthy, Unhealthy,

@@ -91,6 +91,10 @@ pub struct Observation {
     pub profiles: Vec<ProfileStatus>,
     /// Namespaces or templates that are missing, for the message.
     pub templates_missing: Vec<String>,
+    /// Objects the config wants that someone else made and the operator left alone, one line each: templates
+    /// (`TemplatesReady`), and the rest (`ConfigValid`).
+    pub templates_foreign: Vec<String>,
+    pub foreign: Vec<String>,
     pub health: Option<Health>,
     /// Claims and room per template (empty until computed).
     pub capacity: Vec<TemplateCapacity>,
@@ -130,7 +134,13 @@ pub fn compute(
         Validity::Unparseable(error) => (false, format!("the operator cannot read this object: {error}")),
     };
     let spec_ok = observed.validity.spec_ok();
-    set(ConditionType::ConfigValid, valid, observed.validity.reason(), message);
+    // Another tool's object under a name the config wants: the spec is fine, but it cannot be carried out as is.
+    let (reason, message) = match (valid, observed.foreign.join("; ")) {
+        (_, foreign) if foreign.is_empty() => (observed.validity.reason(), message),
+        (true, foreign) => (Reason::ForeignObject, foreign),
+        (false, foreign) => (observed.validity.reason(), format!("{message}; {foreign}")),
+    };
+    set(ConditionType::ConfigValid, valid && observed.foreign.is_empty(), reason, message);
 
     let (driver_ok, driver_reason, driver_message, driver) = match &observed.rollout {
         // Nothing applied this time (an invalid or conflicting spec, the namespace going): the rollout's record is
@@ -160,6 +170,13 @@ pub fn compute(
         format!("{} templates in {} namespaces", observed.templates_present, observed.template_namespaces)
     } else if !spec_ok {
         "not applied: the spec is invalid".into()
+    } else if !observed.templates_foreign.is_empty() {
+        format!(
+            "{} of {} templates present; {}",
+            observed.templates_present,
+            observed.templates_wanted,
+            observed.templates_foreign.join("; ")
+        )
     } else {
         format!(
             "{} of {} templates present; missing: {}",
@@ -168,7 +185,11 @@ pub fn compute(
             observed.templates_missing.join(", ")
         )
     };
-    let templates_reason = if templates_ok { Reason::Applied } else { Reason::Missing };
+    let templates_reason = match () {
+        () if templates_ok => Reason::Applied,
+        () if spec_ok && !observed.templates_foreign.is_empty() => Reason::ForeignObject,
+        () => Reason::Missing,
+    };
     set(ConditionType::TemplatesReady, templates_ok, templates_reason, templates_message);
 
     if let Some(health) = &observed.health {

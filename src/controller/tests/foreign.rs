@@ -1,0 +1,52 @@
+//! Objects another tool made under a name a config wants: looked at, reported, never applied over or deleted.
+
+use serde_json::json;
+
+use super::fixtures::{Fixture, World};
+use super::{CREATE_TEMPLATE, DEVICE_CLASS, STATUS, TEMPLATE, condition, config, desired};
+
+/// Hardening #26 item 3: a template another tool made under the same name is reported and left alone.
+#[tokio::test]
+async fn a_template_another_tool_made_is_left_alone_and_reported() {
+    let c = config(json!({}));
+    let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]).holding(&desired(&c), 0);
+    world.templates.clear();
+    world.configs.push(c.clone());
+    let fixture = Fixture::new(&world);
+    fixture.fail(CREATE_TEMPLATE, 409, "resourceclaimtemplates \"pretrain\" already exists", 1);
+    fixture.store(
+        TEMPLATE,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "pretrain", "namespace": "team-a",
+            "managedFields": [{"manager": "ultraserver-operator", "operation": "Apply"}]},
+        "spec": {"spec": {}}}),
+    );
+    fixture.reconcile(&c).await.unwrap();
+    assert_eq!(fixture.lines(), [CREATE_TEMPLATE, &format!("GET {TEMPLATE}"), STATUS], "no apply, no delete");
+    let (ok, reason, message) = condition(&fixture.last_status().unwrap(), "TemplatesReady");
+    assert_eq!((ok.as_str(), reason.as_str()), ("False", "ForeignObject"));
+    assert!(message.contains("team-a/pretrain") && message.contains("ultraserver-operator"), "{message}");
+}
+
+/// Hardening #26 item 3: a DeviceClass another tool made (AWS's chart) is not applied over; the rest is applied.
+#[tokio::test]
+async fn a_device_class_another_tool_made_is_left_alone_and_reported() {
+    let c = config(json!({}));
+    let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]).holding(&desired(&c), 0);
+    world.device_classes.clear();
+    world.configs.push(c.clone());
+    let fixture = Fixture::new(&world);
+    let path = DEVICE_CLASS.trim_start_matches("PATCH ");
+    fixture.store(
+        path,
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "neuron.aws.com", "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "managedFields": [{"manager": "helm", "operation": "Update"}]},
+        "spec": {}}),
+    );
+    fixture.reconcile(&c).await.unwrap();
+    assert_eq!(fixture.lines(), [format!("GET {path}").as_str(), STATUS], "looked at, never written");
+    let (ok, reason, message) = condition(&fixture.last_status().unwrap(), "ConfigValid");
+    assert_eq!((ok.as_str(), reason.as_str()), ("False", "ForeignObject"));
+    assert!(message.contains("DeviceClass neuron.aws.com") && message.contains("helm"), "{message}");
+}
