@@ -1,5 +1,6 @@
-//! The docs stay true: every NeuronDRAConfig in docs/profiles.md renders, every template it shows is what `render`
-//! makes of the config above it, and every pod names a template that config makes.
+//! The docs stay true: every NeuronDRAConfig in README.md and docs/profiles.md renders, every template they show is
+//! what `render` makes of the config above it, and every pod names a template that config makes. The README stays
+//! short.
 
 use neuron_dra_operator::cli::parse_config;
 use neuron_dra_operator::logic::build::build;
@@ -96,4 +97,16 @@ fn every_config_in_the_profiles_renders_and_every_template_shown_matches() {
     let checked = check_blocks("docs/profiles.md");
     assert!(checked.configs >= 3, "a config per profile kind: {checked:?}");
     assert!(checked.templates >= 4, "a template per profile kind: {checked:?}");
+}
+
+#[test]
+fn the_readme_s_first_config_renders_and_its_pod_uses_a_template_it_makes() {
+    let checked = check_blocks("README.md");
+    assert!(checked.configs >= 1 && checked.pods >= 1, "a config and a pod: {checked:?}");
+}
+
+#[test]
+fn the_readme_is_at_most_200_lines() {
+    let lines = read("README.md").lines().count();
+    assert!(lines <= 200, "README.md has {lines} lines; move detail into docs/");
 }
