@@ -63,7 +63,10 @@ fn check_blocks(path: &str) -> Checked {
         } else if kind == Some("Pod") {
             let (desired, namespaces) = rendered.as_ref().expect("a pod block follows a config block");
             let namespace = value["metadata"]["namespace"].as_str().expect("the pod names its namespace");
-            assert!(namespaces.iter().any(|n| n == namespace), "{path}: the config above has no templates in {namespace}");
+            assert!(
+                namespaces.iter().any(|n| n == namespace),
+                "{path}: the config above has no templates in {namespace}"
+            );
             let claims = value["spec"]["resourceClaims"].as_sequence().expect("the pod has resourceClaims");
             for claim in claims {
                 let template = claim["resourceClaimTemplateName"].as_str().expect("a claim from a template");
