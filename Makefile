@@ -73,7 +73,7 @@ lint:
 unit-test:
 	$(CARGO) test --locked --lib --bins --test render_cli --test architecture
 
-## The supported Kubernetes range (README "Kubernetes versions"): the whole suite runs on the oldest, the tests of
+## The supported Kubernetes range (docs/compatibility.md "Kubernetes versions"): the whole suite runs on the oldest, the tests of
 ## what changed in DRA since then on the newest.
 KUBE_OLDEST := v1.34.4
 KUBE_NEWEST := v1.37.2
@@ -104,7 +104,7 @@ test-node:
 	$(NODE_SH) up
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored --test-threads=1
 
-## Benchmarks on a fresh local control plane; prints one table (see README "Benchmarks").
+## Benchmarks on a fresh local control plane; prints one table (see docs/benchmarks.md).
 bench:
 	$(CONTROLPLANE_SH) down
 	$(CONTROLPLANE_SH) up

@@ -163,7 +163,7 @@ fn leader_election_off_refuses_two_replicas_and_a_surge() {
 
 /// The default render (release `neuron-dra-operator` in `neuron-dra-operator-system`, CRDs included, monitoring
 /// on) is `kubectl kustomize config/default`, `config/prometheus` and `config/grafana`, object by object, less the
-/// Namespace (Helm's `--create-namespace` makes it; see README).
+/// Namespace (Helm's `--create-namespace` makes it; see docs/install.md).
 #[test]
 fn the_chart_renders_what_config_installs() {
     let mut args = vec![

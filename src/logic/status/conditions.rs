@@ -33,7 +33,7 @@ names! {
 }
 
 names! {
-    /// Every `reason` a condition can carry; the README's troubleshooting table lists them.
+    /// Every `reason` a condition can carry; docs/troubleshooting.md's table lists them.
     Reason {
         Valid, InvalidSpec, Conflict, Unparseable, Unsupported, ForeignObject,
         RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied,

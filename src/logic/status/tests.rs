@@ -98,7 +98,7 @@ fn missing_templates_are_named() {
 }
 
 #[test]
-fn names_are_the_api_strings_and_the_readme_explains_each() {
+fn names_are_the_api_strings_and_the_troubleshooting_doc_explains_each() {
     let reasons: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
     assert_eq!(
         reasons,
@@ -124,13 +124,13 @@ fn names_are_the_api_strings_and_the_readme_explains_each() {
     );
     assert_eq!(Reason::parse("RollingOut"), Some(Reason::RollingOut));
     assert_eq!(Reason::parse("rollingout"), None);
-    let readme = include_str!("../../../README.md");
-    let table = &readme[readme.find("| condition | reason |").expect("the troubleshooting table")..];
+    let doc = include_str!("../../../docs/troubleshooting.md");
+    let table = &doc[doc.find("| condition | reason |").expect("the troubleshooting table")..];
     for reason in Reason::ALL {
-        assert!(table.contains(&format!("`{reason}`")), "README's troubleshooting table lacks {reason}");
+        assert!(table.contains(&format!("`{reason}`")), "docs/troubleshooting.md's table lacks {reason}");
     }
     for type_ in ConditionType::ALL {
-        assert!(table.contains(&format!("| {type_} |")), "README's troubleshooting table lacks {type_}");
+        assert!(table.contains(&format!("| {type_} |")), "docs/troubleshooting.md's table lacks {type_}");
     }
 }
 
