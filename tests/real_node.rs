@@ -298,7 +298,14 @@ async fn no_execute_remediation_evicts_a_running_pod_holding_a_device_of_a_faili
     let s = Scenario::with_operator("node-remedy").await;
     let node = node::name(&s.client).await;
     let profiles = json!([{"name": "one", "training": {"instanceType": TYPE, "devices": 1}}]);
-    let namespace = start(&s, &node, "1.1.0", profiles, json!({"remediation": {"effect": "NoExecute"}})).await;
+    let namespace = start(
+        &s,
+        &node,
+        "1.1.0",
+        profiles,
+        json!({"remediation": {"effect": "NoExecute", "problemFor": "0s", "clearFor": "0s"}}),
+    )
+    .await;
     node::published_devices(&s.client, &node, "1.1.0").await;
     s.wait_templates(&namespace, &["one"]).await;
     run_pod(&s, &node, &namespace, "victim", "one").await;

@@ -33,7 +33,12 @@ async fn apply(f: &Fleet, remediation: Option<Value>) -> String {
     let namespace = s.namespace("work", &[]).await;
     let mut spec = json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [namespace]},
         "profiles": [{"name": "one", "training": {"devices": 1}}]});
-    if let Some(policy) = remediation {
+    if let Some(mut policy) = remediation {
+        // No hysteresis here (the unit tests of `logic::remediation` cover `problemFor` and `clearFor`): the faults
+        // the tests inject are acted on, and their clearing released, at once.
+        for field in ["problemFor", "clearFor"] {
+            policy.as_object_mut().unwrap().entry(field).or_insert(json!("0s"));
+        }
         spec["remediation"] = policy;
     }
     s.apply(&s.config(&s.id, spec)).await.unwrap();

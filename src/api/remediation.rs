@@ -1,5 +1,5 @@
 //! The remediation policy: `spec.remediation` and what `status.remediation` reports. Doc comments become
-//! `kubectl explain`; the CEL rule here is repeated in `remediation_problems` for offline `render`.
+//! `kubectl explain`; the CEL rules here are repeated in `remediation_problems` for offline `render`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -7,12 +7,25 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::rollout::{MAX_DURATION, TIMEOUT_PATTERN, parse_duration};
+
 pub const DEFAULT_MAX_NODES: &str = "10%";
 /// Largest `maxNodes` count.
 pub const MAX_NODES_LIMIT: i32 = 10_000;
 
 fn default_max_nodes() -> IntOrString {
     IntOrString::String(DEFAULT_MAX_NODES.into())
+}
+
+pub const DEFAULT_PROBLEM_FOR: &str = "1m";
+pub const DEFAULT_CLEAR_FOR: &str = "5m";
+
+fn default_problem_for() -> String {
+    DEFAULT_PROBLEM_FOR.into()
+}
+
+fn default_clear_for() -> String {
+    DEFAULT_CLEAR_FOR.into()
 }
 
 /// The `remediation` policy (documented on the field, which is what `kubectl explain` shows).
@@ -33,15 +46,44 @@ pub struct RemediationPolicy {
     #[schemars(default = "default_max_nodes", extend("nullable" = false))]
     #[x_kube(validation = Rule::new("type(self) == int ? (self >= 1 && self <= 10000) : self.matches('^(100|[1-9][0-9]?)%$')").message("must be a count from 1 to 10000 or a percentage from 1% to 100%"))]
     pub max_nodes: IntOrString,
+
+    /// How long a node must report its Neuron hardware problem before its devices are tainted, as a duration such
+    /// as `30s`, `1m` or `5m`, from 0s to 24h; default `1m`. A condition that flaps for less taints nothing.
+    #[serde(default = "default_problem_for")]
+    #[schemars(default = "default_problem_for", length(min = 2, max = 16))]
+    #[x_kube(validation = Rule::new(format!("self.matches('{TIMEOUT_PATTERN}') && duration(self) <= duration('24h')")).message("must be a duration from 0s to 24h such as 30s, 1m or 5m"))]
+    pub problem_for: String,
+
+    /// How long a remediated node's condition must stay clear before its rule is deleted, as a duration from 0s to
+    /// 24h; default `5m`. A node that recovers and fails again within it keeps its taint throughout.
+    #[serde(default = "default_clear_for")]
+    #[schemars(default = "default_clear_for", length(min = 2, max = 16))]
+    #[x_kube(validation = Rule::new(format!("self.matches('{TIMEOUT_PATTERN}') && duration(self) <= duration('24h')")).message("must be a duration from 0s to 24h such as 1m, 5m or 1h"))]
+    pub clear_for: String,
 }
 
 impl Default for RemediationPolicy {
     fn default() -> Self {
-        Self { effect: RemediationEffect::default(), max_nodes: default_max_nodes() }
+        Self {
+            effect: RemediationEffect::default(),
+            max_nodes: default_max_nodes(),
+            problem_for: default_problem_for(),
+            clear_for: default_clear_for(),
+        }
     }
 }
 
 impl RemediationPolicy {
+    /// `problemFor` in seconds, or None when it is not a duration from 0s to 24h.
+    pub fn problem_seconds(&self) -> Option<u64> {
+        parse_duration(&self.problem_for).filter(|s| *s <= MAX_DURATION)
+    }
+
+    /// `clearFor` in seconds, or None when it is not a duration from 0s to 24h.
+    pub fn clear_seconds(&self) -> Option<u64> {
+        parse_duration(&self.clear_for).filter(|s| *s <= MAX_DURATION)
+    }
+
     /// The budget in nodes for `selected` selected nodes: at least 1 (while any node is selected).
     pub fn budget(&self, selected: usize) -> usize {
         let budget = match &self.max_nodes {
@@ -85,10 +127,26 @@ pub fn remediation_problems(policy: Option<&RemediationPolicy>) -> Vec<(String, 
             .and_then(|n| n.parse::<u32>().ok())
             .is_some_and(|n| (1..=100).contains(&n)),
     };
-    if ok {
-        return Vec::new();
+    let mut found = Vec::new();
+    if !ok {
+        found.push((
+            "spec.remediation.maxNodes".into(),
+            "must be a count from 1 to 10000 or a percentage from 1% to 100%".into(),
+        ));
     }
-    vec![("spec.remediation.maxNodes".into(), "must be a count from 1 to 10000 or a percentage from 1% to 100%".into())]
+    if policy.problem_seconds().is_none() {
+        found.push((
+            "spec.remediation.problemFor".into(),
+            "must be a duration from 0s to 24h such as 30s, 1m or 5m".into(),
+        ));
+    }
+    if policy.clear_seconds().is_none() {
+        found.push((
+            "spec.remediation.clearFor".into(),
+            "must be a duration from 0s to 24h such as 1m, 5m or 1h".into(),
+        ));
+    }
+    found
 }
 
 /// What the remediation policy does now.
@@ -105,12 +163,22 @@ pub struct RemediationStatus {
     pub remediated: i64,
     /// Failing nodes left untainted because the budget is spent.
     pub held_back: i64,
+    /// Failing nodes whose problem has not lasted `problemFor` yet.
+    #[serde(default)]
+    pub waiting: i64,
     /// The remediated nodes (bounded; oldest problem first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remediated_nodes: Vec<RemediatedNode>,
     /// The held-back nodes (bounded; the next to be remediated first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_back_nodes: Vec<RemediatedNode>,
+    /// The waiting nodes (bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_nodes: Vec<RemediatedNode>,
+    /// Remediated nodes whose problem cleared less than `clearFor` ago: they keep their rule until then (bounded;
+    /// counted in `remediated`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clearing_nodes: Vec<String>,
 }
 
 /// One failing node.

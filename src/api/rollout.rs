@@ -15,7 +15,10 @@ pub const DEFAULT_TIMEOUT: &str = "5m";
 pub const DEFAULT_SOAK: &str = "2m";
 /// Shortest and longest step timeout, in seconds.
 const TIMEOUT_RANGE: (u64, u64) = (10, 24 * 3600);
-const TIMEOUT_PATTERN: &str = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?([0-9]{1,6}s)?$";
+/// The longest duration any field takes (24h).
+pub(crate) const MAX_DURATION: u64 = 24 * 3600;
+/// The duration syntax of every duration field (`1h30m`, `90s`), for CEL; `parse_duration` reads it.
+pub(crate) const TIMEOUT_PATTERN: &str = r"^([0-9]{1,3}h)?([0-9]{1,5}m)?([0-9]{1,6}s)?$";
 
 fn default_canary() -> u32 {
     DEFAULT_CANARY
@@ -124,7 +127,7 @@ impl RolloutPolicy {
 }
 
 /// `1h30m`, `90s`, `5m` to seconds; None for anything else.
-fn parse_duration(text: &str) -> Option<u64> {
+pub(crate) fn parse_duration(text: &str) -> Option<u64> {
     let mut total = 0u64;
     let mut number = String::new();
     let mut units = String::new();

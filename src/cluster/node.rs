@@ -50,6 +50,11 @@ impl ConditionView {
         (self.type_ == NEURON_HEALTH && self.status == "True")
             || (self.type_ == ACCELERATED_HARDWARE_READY && self.status == "False")
     }
+
+    /// Whether this is one of the two Neuron hardware conditions, whatever it says.
+    pub fn is_hardware_condition(&self) -> bool {
+        self.type_ == NEURON_HEALTH || self.type_ == ACCELERATED_HARDWARE_READY
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -265,8 +265,9 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         // Another tool's objects are not watched (they lack the operator's label): look again for them.
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
-    // A rollout step's timeout passes without any event.
-    Ok(step.and_then(|s| s.recheck).map_or_else(Action::await_change, Action::requeue))
+    // A rollout step's timeout or soak, and remediation's problemFor or clearFor, pass without any event.
+    let recheck = [step.and_then(|s| s.recheck), plan.remediation.recheck()].into_iter().flatten().min();
+    Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// The per-config gauges (from the status this reconcile writes), managed objects and room per template.

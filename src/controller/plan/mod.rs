@@ -124,7 +124,7 @@ impl Plan {
         }
         let taint_rules = snapshot.taint_rules_of(&validated.name);
         let remediation =
-            remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot, &taint_rules);
+            remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot, &taint_rules, now);
         Ok(Plan {
             mode,
             config: validated,

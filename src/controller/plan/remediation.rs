@@ -30,7 +30,7 @@ pub enum Remediation {
 #[derive(Debug, Clone)]
 pub struct Decided {
     pub decision: Decision,
-    /// One rule per node in `decision.remediate`, in its order.
+    /// One rule per node in `decision.remediate`, in its order, then the rules of the clearing nodes.
     pub rules: Vec<TaintRuleView>,
     /// The nodes the config selects and no older config serves.
     pub eligible: BTreeSet<String>,
@@ -44,6 +44,7 @@ pub fn decide(
     previous: Option<&NeuronDRAConfigStatus>,
     snapshot: &Snapshot,
     taint_rules: &[Arc<TaintRuleView>],
+    now: i64,
 ) -> Remediation {
     if paused {
         return Remediation::Unchanged(previous.and_then(|s| s.remediation.clone()));
@@ -60,12 +61,17 @@ pub fn decide(
         .filter(|n| filter.selects(n.labels()) && !conflicts.nodes.contains_key(&n.name_any()))
         .map(AsRef::as_ref)
         .collect();
-    let decision = remediation::decide(policy, &eligible, &remediated);
-    let rules = decision
+    let decision = remediation::decide(policy, &eligible, &remediated, now);
+    let mut rules: Vec<TaintRuleView> = decision
         .remediate
         .iter()
         .map(|problem| remediation::rule(config, &resource.api_version, problem, decision.effect))
         .collect();
+    // A clearing node keeps the rule it has, as it is.
+    let clearing = taint_rules
+        .iter()
+        .filter(|r| remediation::rule_node(r).is_some_and(|n| decision.clearing.iter().any(|c| c == n)));
+    rules.extend(clearing.map(|r| TaintRuleView::clone(r)));
     Remediation::On(Decided { rules, eligible: eligible.iter().map(|n| n.name_any()).collect(), decision })
 }
 
@@ -99,6 +105,12 @@ impl Remediation {
         } else {
             "the node is gone or no longer selected".into()
         }
+    }
+
+    /// When to look again without an event: a waiting node's `problemFor` or a clearing node's `clearFor` ends.
+    pub fn recheck(&self) -> Option<std::time::Duration> {
+        let Remediation::On(decided) = self else { return None };
+        decided.decision.recheck.map(|seconds| std::time::Duration::from_secs(seconds + 1))
     }
 
     /// `status.remediation`, given the nodes whose rule could not be written (not remediated after all).

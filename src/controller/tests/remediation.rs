@@ -85,3 +85,28 @@ async fn without_device_taint_rules_the_config_is_refused_and_nothing_is_applied
     assert_eq!((status.as_str(), reason.as_str()), ("False", "Unsupported"));
     assert!(message.starts_with("spec.remediation: ") && !message.contains('\n'), "{message}");
 }
+
+/// A problem younger than `problemFor` writes no rule yet, and the plan asks to be looked at again when it has
+/// lasted long enough (nothing in the cluster changes then to trigger a pass).
+#[tokio::test]
+async fn a_young_problem_waits_for_problem_for_and_the_pass_is_requeued_for_it() {
+    let (c, mut world) = world(json!({"problemFor": "1m"}), true, Some(vec![]));
+    let now = crate::logic::status::now().as_second();
+    let ten_seconds_ago = k8s_openapi::jiff::Timestamp::from_second(now - 10).unwrap().to_string();
+    world.nodes[0].status = Some(
+        serde_json::from_value(json!({"conditions": [{"type": "NeuronHealth", "status": "True",
+            "reason": "NeuronHasError_DMA", "lastTransitionTime": ten_seconds_ago}]}))
+        .unwrap(),
+    );
+    let plan = crate::controller::plan::Plan::new(&c, &world.snapshot(), now).unwrap();
+    assert!(plan.remediation.rules().is_empty(), "no rule before the problem lasted a minute");
+    assert_eq!(plan.remediation.recheck(), Some(std::time::Duration::from_secs(51)));
+    let fixture = Fixture::new(&world);
+    fixture.reconcile(&c).await.unwrap();
+    assert!(!fixture.lines().iter().any(|l| l.contains("devicetaintrules")), "{:?}", fixture.lines());
+    let status = fixture.last_status().unwrap();
+    assert_eq!(
+        (status["remediation"]["waiting"].as_i64(), status["remediation"]["remediated"].as_i64()),
+        (Some(1), Some(0))
+    );
+}

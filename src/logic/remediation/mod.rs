@@ -5,6 +5,10 @@
 //! Who gets the budget when more nodes fail than it allows is decided the same way every time: nodes already
 //! remediated first (a remediated node is never swapped for another, so taints do not flap), then the oldest
 //! problem (the condition's last transition), then the node name.
+//!
+//! Hysteresis: a problem must have lasted `problemFor` before a node is remediated, and a remediated node's
+//! conditions must have been clear for `clearFor` before its rule goes (both from the conditions' last transition
+//! times, so an operator restart changes nothing). Until then the node waits, or keeps its rule (`clearing`).
 
 use std::collections::BTreeSet;
 
@@ -50,6 +54,14 @@ pub fn problem(node: &NodeView) -> Option<Problem> {
         .min_by_key(|p| (p.since.is_none(), p.since.as_ref().map(|t| t.0)))
 }
 
+/// When a remediated node's Neuron conditions last turned healthy: the latest transition among those present and
+/// clear; None when it reports none of them (then nothing can say how long it has been clear).
+pub fn cleared_since(node: &NodeView) -> Option<i64> {
+    let conditions =
+        node.status.conditions.iter().filter(|c| c.is_hardware_condition() && !c.reports_hardware_problem());
+    conditions.filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0.as_second())).max()
+}
+
 /// Which failing nodes are remediated and which are held back by the budget.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -60,14 +72,46 @@ pub struct Decision {
     pub remediate: Vec<Problem>,
     /// In budget order: the next to be remediated first.
     pub held_back: Vec<Problem>,
+    /// Failing for less than `problemFor`: not remediated yet.
+    pub waiting: Vec<Problem>,
+    /// Remediated nodes whose problem cleared less than `clearFor` ago: they keep their rule meanwhile.
+    pub clearing: Vec<String>,
+    /// When a waiting node's `problemFor` or a clearing node's `clearFor` ends: look again then.
+    pub recheck: Option<u64>,
 }
 
 /// Decides over the nodes this config may remediate (`nodes`), given the nodes its rules cover now
-/// (`remediated`). Nodes that stopped failing or are no longer among `nodes` are simply not in the result: their
-/// rules go.
-pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTreeSet<String>) -> Decision {
+/// (`remediated`), at `now` (seconds). Nodes that stopped failing (for `clearFor`) or are no longer among `nodes`
+/// are simply not in the result: their rules go.
+pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTreeSet<String>, now: i64) -> Decision {
     let budget = policy.budget(nodes.len());
-    let mut failing: Vec<Problem> = nodes.iter().filter_map(|node| problem(node)).collect();
+    let problem_for = policy.problem_seconds().unwrap_or(0) as i64;
+    let clear_for = policy.clear_seconds().unwrap_or(0) as i64;
+    let (mut failing, mut waiting, mut clearing, mut ends) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for node in nodes {
+        let name = node.name_any();
+        match problem(node) {
+            Some(problem) => {
+                // Known since when: it waits out `problemFor`; unknown: acted on at once.
+                let ready_at = problem.since.as_ref().map(|t| t.0.as_second() + problem_for);
+                match ready_at.filter(|at| *at > now && !remediated.contains(&name)) {
+                    Some(at) => {
+                        ends.push(at);
+                        waiting.push(problem);
+                    }
+                    None => failing.push(problem),
+                }
+            }
+            None if remediated.contains(&name) => {
+                if let Some(at) = cleared_since(node).map(|since| since + clear_for).filter(|at| *at > now) {
+                    ends.push(at);
+                    clearing.push(name);
+                }
+            }
+            None => {}
+        }
+    }
+    let recheck = ends.iter().min().map(|at| (at - now) as u64);
     // Already remediated, then known times before unknown ones, oldest first, then by name.
     failing.sort_by(|a, b| {
         let key = |p: &Problem| (!remediated.contains(&p.node), p.since.is_none(), p.since.as_ref().map(|t| t.0));
@@ -80,8 +124,10 @@ pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTre
         IntOrString::String(_) => failing.iter().filter(|p| remediated.contains(&p.node)).count(),
         IntOrString::Int(_) => 0,
     };
-    let held_back = failing.split_off(budget.max(kept).min(failing.len()));
-    Decision { effect: policy.effect, budget, remediate: failing, held_back }
+    // Clearing nodes keep their rule, and their place in the budget.
+    let room = budget.saturating_sub(clearing.len()).max(kept);
+    let held_back = failing.split_off(room.min(failing.len()));
+    Decision { effect: policy.effect, budget, remediate: failing, held_back, waiting, clearing, recheck }
 }
 
 /// The rule's name: `<config>.<node>`. Config names have no dots, so two configs never share one; a name over
@@ -146,9 +192,12 @@ pub fn status(config: &str, decision: &Decision, failed: &BTreeSet<String>) -> R
     RemediationStatus {
         effect: decision.effect.as_str().into(),
         max_nodes: decision.budget as i64,
-        failing_nodes: (decision.remediate.len() + decision.held_back.len()) as i64,
-        remediated: remediated.len() as i64,
+        failing_nodes: (decision.remediate.len() + decision.held_back.len() + decision.waiting.len()) as i64,
+        remediated: (remediated.len() + decision.clearing.len()) as i64,
         held_back: decision.held_back.len() as i64,
+        waiting: decision.waiting.len() as i64,
+        clearing_nodes: decision.clearing.iter().take(MAX_LISTED).cloned().collect(),
+        waiting_nodes: decision.waiting.iter().take(MAX_LISTED).map(|p| entry(p, None)).collect(),
         remediated_nodes: remediated
             .iter()
             .take(MAX_LISTED)

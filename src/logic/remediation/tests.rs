@@ -35,9 +35,16 @@ fn names(problems: &[Problem]) -> Vec<&str> {
     problems.iter().map(|p| p.node.as_str()).collect()
 }
 
+/// Long after every condition's transition in these tests (the defaults' `problemFor` and `clearFor` have passed).
+const LATER: i64 = 1_000_000;
+
 fn decide_over(policy: &RemediationPolicy, nodes: &[NodeView], remediated: &[&str]) -> Decision {
+    decide_at(policy, nodes, remediated, LATER)
+}
+
+fn decide_at(policy: &RemediationPolicy, nodes: &[NodeView], remediated: &[&str], now: i64) -> Decision {
     let nodes: Vec<&NodeView> = nodes.iter().collect();
-    decide(policy, &nodes, &remediated.iter().map(|n| n.to_string()).collect())
+    decide(policy, &nodes, &remediated.iter().map(|n| n.to_string()).collect(), now)
 }
 
 #[test]
@@ -204,4 +211,58 @@ fn a_percentage_budget_never_releases_a_failing_node_as_the_fleet_changes() {
     let grown = [sick("a", 100), sick("b", 200), sick("e", 50), healthy("f"), healthy("g"), healthy("h")];
     let decision = decide_over(&half, &grown, &["a", "b"]);
     assert_eq!(names(&decision.remediate), ["a", "b", "e"]);
+}
+
+#[test]
+fn a_problem_is_remediated_once_it_has_lasted_problem_for() {
+    let policy = RemediationPolicy { problem_for: "1m".into(), ..policy(IntOrString::Int(5)) };
+    let nodes = [sick("a", 1_000), sick("b", 1_050)];
+    // At 1,030: a has failed 30 s, b not yet; nothing is remediated, the next look is when a's minute ends.
+    let early = decide_at(&policy, &nodes, &[], 1_030);
+    assert_eq!((names(&early.remediate), names(&early.waiting)), (vec![], vec!["a", "b"]));
+    assert_eq!(early.recheck, Some(30));
+    // At 1,060: a is remediated, b waits until 1,110.
+    let later = decide_at(&policy, &nodes, &[], 1_060);
+    assert_eq!((names(&later.remediate), names(&later.waiting)), (vec!["a"], vec!["b"]));
+    assert_eq!(later.recheck, Some(50));
+    // A remediated node never waits again, whatever its condition's time.
+    assert_eq!(names(&decide_at(&policy, &[sick("c", 1_059)], &["c"], 1_060).remediate), ["c"]);
+    let status = status("cfg", &early, &BTreeSet::new());
+    assert_eq!((status.failing_nodes, status.waiting, status.waiting_nodes.len()), (2, 2, 2));
+}
+
+#[test]
+fn a_remediated_node_keeps_its_rule_until_clear_for_has_passed_and_keeps_its_place() {
+    let policy = RemediationPolicy { clear_for: "5m".into(), ..policy(IntOrString::Int(1)) };
+    let recovered = node("a", &[("NeuronHealth", "False", "NoError", Some(2_000))]);
+    let nodes = [recovered.clone(), sick("b", 100)];
+    // Clear for 100 s of 300: a keeps its rule and its place in the budget of 1, so b is held back.
+    let clearing = decide_at(&policy, &nodes, &["a"], 2_100);
+    assert_eq!(clearing.clearing, ["a"]);
+    assert_eq!((names(&clearing.remediate), names(&clearing.held_back)), (vec![], vec!["b"]));
+    assert_eq!(clearing.recheck, Some(200));
+    let status = status("cfg", &clearing, &BTreeSet::new());
+    assert_eq!((status.remediated, status.clearing_nodes.clone()), (1, vec!["a".to_string()]));
+    // Clear for 300 s: a's rule goes and b gets the place.
+    let released = decide_at(&policy, &nodes, &["a"], 2_300);
+    assert!(released.clearing.is_empty());
+    assert_eq!(names(&released.remediate), ["b"]);
+    // A node that never had a rule is not kept, and one that reports neither condition goes at once.
+    assert!(decide_at(&policy, &[recovered], &[], 2_100).clearing.is_empty());
+    assert!(decide_at(&policy, &[node("a", &[])], &["a"], 2_100).clearing.is_empty());
+}
+
+#[test]
+fn problem_for_and_clear_for_are_durations_up_to_a_day() {
+    let bad = |problem_for: &str, clear_for: &str| {
+        let policy = RemediationPolicy {
+            problem_for: problem_for.into(),
+            clear_for: clear_for.into(),
+            ..RemediationPolicy::default()
+        };
+        remediation_problems(Some(&policy)).into_iter().map(|(path, _)| path).collect::<Vec<_>>()
+    };
+    assert!(bad("0s", "1h30m").is_empty());
+    assert_eq!(bad("soon", "5m"), ["spec.remediation.problemFor"]);
+    assert_eq!(bad("1m", "25h"), ["spec.remediation.clearFor"]);
 }
