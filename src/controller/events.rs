@@ -52,6 +52,14 @@ pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
     {
         events.push(event(EventType::Warning, Reason::Conflict.as_str(), "Apply", message));
     }
+    // Another tool's object under a name the config wants: said once, when it is first found.
+    let foreign: Vec<String> = [false, true].into_iter().flat_map(|t| pass.report.foreign_lines(t)).collect();
+    let told = [ConditionType::ConfigValid, ConditionType::TemplatesReady]
+        .into_iter()
+        .any(|c| condition_reason(pass.previous, c) == Some(Reason::ForeignObject));
+    if !foreign.is_empty() && !told {
+        events.push(event(EventType::Warning, Reason::ForeignObject.as_str(), "Apply", foreign.join("; ")));
+    }
     events.extend(remediated(&plan.remediation, pass.report));
     let why = |node: &str| plan.remediation.released_because(node);
     events.extend(released(pass.report, pass.rules, why));

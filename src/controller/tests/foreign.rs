@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::fixtures::{Fixture, World};
-use super::{CREATE_TEMPLATE, DEVICE_CLASS, STATUS, TEMPLATE, condition, config, desired};
+use super::{CREATE_TEMPLATE, DEVICE_CLASS, EVENT, STATUS, TEMPLATE, condition, config, desired, with_written_status};
 
 /// Hardening #26 item 3: a template another tool made under the same name is reported and left alone.
 #[tokio::test]
@@ -22,10 +22,22 @@ async fn a_template_another_tool_made_is_left_alone_and_reported() {
         "spec": {"spec": {}}}),
     );
     fixture.reconcile(&c).await.unwrap();
-    assert_eq!(fixture.lines(), [CREATE_TEMPLATE, &format!("GET {TEMPLATE}"), STATUS], "no apply, no delete");
+    assert_eq!(
+        fixture.lines(),
+        [CREATE_TEMPLATE, &format!("GET {TEMPLATE}"), STATUS, EVENT],
+        "no apply, no delete; one Warning"
+    );
     let (ok, reason, message) = condition(&fixture.last_status().unwrap(), "TemplatesReady");
     assert_eq!((ok.as_str(), reason.as_str()), ("False", "ForeignObject"));
     assert!(message.contains("team-a/pretrain") && message.contains("ultraserver-operator"), "{message}");
+    assert_eq!(fixture.event_reasons(), ["ForeignObject"]);
+
+    // Already reported: the next pass looks again, and says nothing new.
+    let reported = with_written_status(&c, &fixture);
+    fixture.clear();
+    fixture.fail(CREATE_TEMPLATE, 409, "resourceclaimtemplates \"pretrain\" already exists", 1);
+    fixture.reconcile(&reported).await.unwrap();
+    assert!(fixture.event_reasons().is_empty(), "{:?}", fixture.lines());
 }
 
 /// Hardening #26 item 3: a DeviceClass another tool made (AWS's chart) is not applied over; the rest is applied.
@@ -45,7 +57,7 @@ async fn a_device_class_another_tool_made_is_left_alone_and_reported() {
         "spec": {}}),
     );
     fixture.reconcile(&c).await.unwrap();
-    assert_eq!(fixture.lines(), [format!("GET {path}").as_str(), STATUS], "looked at, never written");
+    assert_eq!(fixture.lines(), [format!("GET {path}").as_str(), STATUS, EVENT], "looked at, never written");
     let (ok, reason, message) = condition(&fixture.last_status().unwrap(), "ConfigValid");
     assert_eq!((ok.as_str(), reason.as_str()), ("False", "ForeignObject"));
     assert!(message.contains("DeviceClass neuron.aws.com") && message.contains("helm"), "{message}");
