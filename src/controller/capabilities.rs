@@ -15,7 +15,13 @@ use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
 pub struct Capabilities {
     extended_resources: OnceCell<bool>,
     informational_taints: OnceCell<bool>,
+    /// Whether the EFA driver's DeviceClass exists, and when that was read: installed or removed at any time, so
+    /// read again after `EFA_CLASS_TTL` rather than watched.
+    efa_class: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }
+
+/// How long the answer about the EFA DeviceClass is kept; a config that lacks it is looked at again after this.
+pub const EFA_CLASS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Capabilities {
     /// Why the server cannot serve `spec` (one line naming the field), or `None` when it can. `taint_rules` is the
@@ -56,6 +62,25 @@ impl Capabilities {
             ));
         }
         Ok(None)
+    }
+}
+
+impl Capabilities {
+    /// Whether the DeviceClass `efa: true` templates claim EFA interfaces from (AWS's EFA DRA driver installs it)
+    /// exists; read at most once per `EFA_CLASS_TTL`.
+    pub async fn efa_class(&self, client: &Client) -> Result<bool, kube::Error> {
+        let cached = *self.efa_class.lock().expect("not poisoned");
+        if let Some((_, exists)) = cached.filter(|(read, _)| read.elapsed() < EFA_CLASS_TTL) {
+            return Ok(exists);
+        }
+        let class = crate::logic::build::EFA_DEVICE_CLASS;
+        let exists = match Api::<DeviceClass>::all(client.clone()).get(class).await {
+            Ok(_) => true,
+            Err(kube::Error::Api(status)) if status.code == 404 => false,
+            Err(error) => return Err(error),
+        };
+        *self.efa_class.lock().expect("not poisoned") = Some((std::time::Instant::now(), exists));
+        Ok(exists)
     }
 }
 

@@ -42,6 +42,8 @@ pub struct Pass<'a> {
     pub assessment: &'a health::Assessment,
     /// The config's DeviceTaintRules as the pass found them.
     pub rules: &'a [Arc<TaintRuleView>],
+    /// Templates whose DeviceClass does not exist, one line each (`Observation::classes_missing`).
+    pub classes_missing: &'a [String],
 }
 
 pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
@@ -59,6 +61,12 @@ pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
         .any(|c| condition_reason(pass.previous, c) == Some(Reason::ForeignObject));
     if !foreign.is_empty() && !told {
         events.push(event(EventType::Warning, Reason::ForeignObject.as_str(), "Apply", foreign.join("; ")));
+    }
+    if !pass.classes_missing.is_empty()
+        && condition_reason(pass.previous, ConditionType::TemplatesReady) != Some(Reason::DeviceClassMissing)
+    {
+        let note = pass.classes_missing.join("; ");
+        events.push(event(EventType::Warning, Reason::DeviceClassMissing.as_str(), "Apply", note));
     }
     events.extend(remediated(&plan.remediation, pass.report));
     let why = |node: &str| plan.remediation.released_because(node);

@@ -237,10 +237,13 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     let driver = act::driver(&plan, &report);
     let previous = config.status.as_ref();
     let mut observation = observe::observation(config.meta().generation, &plan, driver, &report, &ctx.stores);
+    observation.classes_missing = classes_missing(&plan, ctx).await?;
     let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict);
     let rules = &plan.taint_rules;
     let step = act::step(&plan, driver);
-    let pass = events::Pass { plan: &plan, report: &report, step, previous, assessment: &assessment, rules };
+    let classes_missing = &observation.classes_missing;
+    let pass =
+        events::Pass { plan: &plan, report: &report, step, previous, assessment: &assessment, rules, classes_missing };
     let events = events::of_pass(ctx, &pass);
     observation.capacity = snapshot.capacity(&plan.config);
     observation.health = Some(assessment.health);
@@ -265,9 +268,26 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         // Another tool's objects are not watched (they lack the operator's label): look again for them.
         return Ok(Action::requeue(Duration::from_secs(60)));
     }
-    // A rollout step's timeout or soak, and remediation's problemFor or clearFor, pass without any event.
-    let recheck = [step.and_then(|s| s.recheck), plan.remediation.recheck()].into_iter().flatten().min();
+    // A rollout step's timeout or soak, and remediation's problemFor or clearFor, pass without any event; nor does
+    // the EFA driver's DeviceClass, which is not watched, show up with one.
+    let efa = (!observation.classes_missing.is_empty()).then_some(super::capabilities::EFA_CLASS_TTL);
+    let recheck = [step.and_then(|s| s.recheck), plan.remediation.recheck(), efa].into_iter().flatten().min();
     Ok(recheck.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// One line per template that claims from a DeviceClass this cluster lacks: the EFA driver's, for `efa: true`.
+/// Its pods would stay Pending with nothing but the scheduler's event to say why.
+async fn classes_missing(plan: &Plan, ctx: &Context) -> Result<Vec<String>, Error> {
+    let templates = crate::logic::build::efa_templates(&plan.config);
+    if templates.is_empty() || ctx.capabilities.efa_class(&ctx.client).await.map_err(Error::Probe)? {
+        return Ok(Vec::new());
+    }
+    Ok(vec![format!(
+        "templates {} claim EFA interfaces from DeviceClass {}, which does not exist: install AWS's EFA DRA driver \
+         (the aws-dranet chart), or their pods stay Pending",
+        templates.join(", "),
+        crate::logic::build::EFA_DEVICE_CLASS
+    )])
 }
 
 /// The per-config gauges (from the status this reconcile writes), managed objects and room per template.

@@ -87,6 +87,12 @@ pub fn install() {
         let ns = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OPERATOR_NAMESPACE}}}\n");
         kubectl_with(&kubeconfig(), &["apply", "-f", "-"], Some(&ns)).unwrap();
         kubectl(&["apply", "-k", repo("config/rbac").to_str().unwrap()]);
+        // The EFA driver's DeviceClass, as AWS's chart installs it: the test clusters have the EFA driver (simulated
+        // fleets publish its devices), so `efa: true` templates are usable, and not reported DeviceClassMissing, in
+        // every test, whichever runs first.
+        let class = neuron_dra_operator::devtools::simulate::fleet::efa_device_class();
+        let class = serde_json::to_string(&class).unwrap();
+        kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&class)).unwrap();
     });
 }
 

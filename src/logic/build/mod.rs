@@ -25,7 +25,7 @@ pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plug
 pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
-    SUBREQUEST_PREFERRED, resource_claim_template, subrequest_name, template_spec,
+    SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,
 };
 
 /// Everything one config asks for, in apply order.

@@ -220,3 +220,10 @@ fn opaque(request: &str, parameters: serde_json::Value) -> DeviceClaimConfigurat
         opaque: Some(OpaqueDeviceConfiguration { driver: NEURON_DRIVER.into(), parameters: RawExtension(parameters) }),
     }
 }
+
+/// The templates of `config` that claim EFA interfaces (`efa: true`), which need the EFA driver's DeviceClass.
+pub fn efa_templates(config: &ValidatedConfig) -> Vec<&str> {
+    let needs_efa =
+        |claim: &&ClaimSpec| claim.choices.iter().any(|c| matches!(c.kind, ClaimKind::Devices { efa: Some(_), .. }));
+    config.claims.iter().filter(needs_efa).map(|c| c.template.as_str()).collect()
+}

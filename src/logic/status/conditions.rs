@@ -37,7 +37,7 @@ names! {
     Reason {
         Valid, InvalidSpec, Conflict, Unparseable, Unsupported, ForeignObject,
         RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied,
-        Applied, Missing,
+        Applied, Missing, DeviceClassMissing,
         AllHealthy, Unhealthy,
         Ready, NotReady,
     }

@@ -95,6 +95,9 @@ pub struct Observation {
     /// (`TemplatesReady`), and the rest (`ConfigValid`).
     pub templates_foreign: Vec<String>,
     pub foreign: Vec<String>,
+    /// Templates in place that no pod can use yet, because a DeviceClass they claim from does not exist, one line
+    /// each (`TemplatesReady`).
+    pub classes_missing: Vec<String>,
     pub health: Option<Health>,
     /// Claims and room per template (empty until computed).
     pub capacity: Vec<TemplateCapacity>,
@@ -165,11 +168,14 @@ pub fn compute(
     };
     set(ConditionType::DriverReady, driver_ok, driver_reason, driver_message);
 
-    let templates_ok = spec_ok && observed.templates_present == observed.templates_wanted;
+    let all_present = spec_ok && observed.templates_present == observed.templates_wanted;
+    let templates_ok = all_present && observed.classes_missing.is_empty();
     let templates_message = if templates_ok {
         format!("{} templates in {} namespaces", observed.templates_present, observed.template_namespaces)
     } else if !spec_ok {
         "not applied: the spec is invalid".into()
+    } else if all_present {
+        format!("{} templates in place; {}", observed.templates_present, observed.classes_missing.join("; "))
     } else if !observed.templates_foreign.is_empty() {
         format!(
             "{} of {} templates present; {}",
@@ -188,6 +194,7 @@ pub fn compute(
     let templates_reason = match () {
         () if templates_ok => Reason::Applied,
         () if spec_ok && !observed.templates_foreign.is_empty() => Reason::ForeignObject,
+        () if all_present => Reason::DeviceClassMissing,
         () => Reason::Missing,
     };
     set(ConditionType::TemplatesReady, templates_ok, templates_reason, templates_message);
