@@ -158,12 +158,7 @@ fn going_with_our_finalizer(metadata: &ObjectMeta) -> bool {
 /// A config this build cannot parse that is being deleted: what it owns goes (found by its label and uid; the spec
 /// is not needed), then our finalizer, so an unreadable config never hangs in deletion.
 async fn cleanup_unparseable(name: &str, metadata: &ObjectMeta, ctx: &Context) -> Result<Action, Error> {
-    let rules = super::snapshot::rules_of(&ctx.stores.taint_rules.state(), name);
-    let mut pass = Pass::new(ctx, name, metadata.uid.clone(), Mode::Cleanup);
-    pass.delete_unclaimed().await;
-    let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
-    events::publish(ctx, &reference, &events::of_cleanup(&pass.report, &rules)).await;
-    failed(pass.report.errors)?;
+    cleanup_owned(name, metadata.uid.clone(), ctx).await?;
     // As a plain object: the typed client cannot read the answer. The test makes the write fail, rather than drop
     // another's finalizer, when the list changed meanwhile.
     let current = metadata.finalizers.clone().unwrap_or_default();
@@ -339,10 +334,17 @@ fn failed(errors: Vec<crate::controller::act::apply::ApplyError>) -> Result<(), 
 /// goes with its last owner. The driver namespace stays: another config may want it at any moment, and deleting it
 /// would race with that config's rollout.
 async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
-    let rules = super::snapshot::rules_of(&ctx.stores.taint_rules.state(), &config.name_any());
-    let mut pass = Pass::new(ctx, &config.name_any(), config.uid(), Mode::Cleanup);
+    cleanup_owned(&config.name_any(), config.uid(), ctx).await
+}
+
+/// Deletes everything the config `name` (with `uid`) owns, found by its label and uid (no spec needed), and says
+/// what went.
+async fn cleanup_owned(name: &str, uid: Option<String>, ctx: &Context) -> Result<Action, Error> {
+    let rules = super::snapshot::rules_of(&ctx.stores.taint_rules.state(), name);
+    let mut pass = Pass::new(ctx, name, uid, Mode::Cleanup);
     pass.delete_unclaimed().await;
-    events::publish(ctx, &config.object_ref(&()), &events::of_cleanup(&pass.report, &rules)).await;
+    let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
+    events::publish(ctx, &reference, &events::of_cleanup(&pass.report, &rules)).await;
     failed(pass.report.errors)?;
     Ok(Action::await_change())
 }
