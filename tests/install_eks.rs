@@ -86,7 +86,8 @@ async fn ready_config(s: &Scenario, name: &str) {
 fn the_eks_guide_shows_exactly_the_commands_the_tests_run() {
     let guide = std::fs::read_to_string(repo("docs/install-eks.md")).unwrap();
     let shown = docs::shell_lines(&guide);
-    let known: Vec<&str> = docs::EKS_AWS_ONLY.iter().chain(docs::EKS_SUBSTITUTED).copied().collect();
+    let known: Vec<&str> =
+        docs::EKS_AWS_ONLY.iter().chain(docs::EKS_SUBSTITUTED).chain(docs::EKS_SHARED).copied().collect();
     for command in &shown {
         assert!(known.contains(&command.as_str()), "docs/install-eks.md shows `{command}`, which no test runs");
     }

@@ -40,8 +40,9 @@ pub fn helm_args(command: &str, release: &str, namespace: &str) -> Vec<String> {
     args
 }
 
-/// docs/install-eks.md, in its order. Each is run by a test (with this test's names where it names a release,
-/// namespace, config or image: see `EKS_SUBSTITUTED`), except the AWS ones (`EKS_AWS_ONLY`).
+/// docs/install-eks.md, in its order. Each is run by a test (with the test's names where it names a release,
+/// namespace, config or image: `EKS_SUBSTITUTED`), except the AWS ones (`EKS_AWS_ONLY`) and the CRD's deletion
+/// (`EKS_SHARED`).
 pub const EKS_ECR_CREATE: &str = "aws ecr create-repository --repository-name neuron-dra-operator";
 pub const EKS_ECR_LOGIN: &str =
     "aws ecr get-login-password | docker login --username AWS --password-stdin ACCOUNT.dkr.ecr.REGION.amazonaws.com";
@@ -67,6 +68,9 @@ pub const EKS_RECOVER_NAMESPACED: &str =
 pub const EKS_RECOVER_CLUSTER: &str = "kubectl delete clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings -l neurondra.io/config=CONFIG";
 
 pub const EKS_AWS_ONLY: &[&str] = &[EKS_ECR_CREATE, EKS_ECR_LOGIN, EKS_MAKE_IMAGE, EKS_PUSH];
+/// Not run: every test shares the CRD. tests/install_eks.rs checks instead that nothing could hold up its deletion
+/// (no config of the uninstalled release is left with a finalizer).
+pub const EKS_SHARED: &[&str] = &[EKS_DELETE_CRD];
 /// Run with a test's own names: the release and namespace (tests/real_node_install.rs), the samples' names
 /// (tests/samples.rs), `--all` narrowed to the test's configs, `CONFIG` (tests/install_eks.rs).
 pub const EKS_SUBSTITUTED: &[&str] = &[
@@ -83,7 +87,6 @@ pub const EKS_SUBSTITUTED: &[&str] = &[
     HELM_UPGRADE,
     EKS_DELETE_CONFIGS,
     HELM_UNINSTALL,
-    EKS_DELETE_CRD,
     EKS_RECOVER_FINALIZER,
     EKS_RECOVER_NAMESPACED,
     EKS_RECOVER_CLUSTER,
