@@ -65,6 +65,17 @@ fn parse_all(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `helm template x CHART --skip-tests --set S...` (release `x`, without `helm test`'s hooks): the text and its objects.
+fn render(sets: &[&str]) -> (String, Vec<Value>) {
+    let mut args = vec!["template", "x", CHART, "--skip-tests"];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let out = helm(&args).ok("helm template");
+    let objects = parse_all(&out);
+    (out, objects)
+}
+
 fn kustomize(dir: &str) -> Vec<Value> {
     let out = std::process::Command::new("kubectl").arg("kustomize").arg(repo(dir)).output().unwrap();
     assert!(out.status.success(), "kubectl kustomize {dir}: {}", String::from_utf8_lossy(&out.stderr));
@@ -202,18 +213,10 @@ fn the_chart_renders_what_config_installs() {
 
 #[test]
 fn values_reach_the_deployment() {
-    let out = helm(&[
-        "template",
-        "x",
-        CHART,
-        "--skip-tests",
-        "--set",
+    let (out, objects) = render(&[
         "replicas=1,leaderElection.enabled=false,metrics.port=9090,logJson=false,image.tag=9.9.9",
-        "--set",
         "nodeSelector.pool=system,tolerations[0].key=dedicated,tolerations[0].operator=Exists",
-    ])
-    .ok("helm template");
-    let objects = parse_all(&out);
+    ]);
     let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 1);
@@ -229,17 +232,10 @@ fn values_reach_the_deployment() {
     assert_eq!(objects.iter().filter(|o| o["kind"] == "NetworkPolicy").count(), 1, "on by default");
 
     // The probe port, a certificate from a Secret, and a NetworkPolicy narrowed to one namespace, or none.
-    let out = helm(&[
-        "template",
-        "x",
-        CHART,
-        "--set",
+    let (_, objects) = render(&[
         "probes.port=9091,metrics.certSecret=metrics-tls",
-        "--set",
         "networkPolicy.from[0].namespaceSelector.matchLabels.name=monitoring",
-    ])
-    .ok("helm template");
-    let objects = parse_all(&out);
+    ]);
     let pod = &objects.iter().find(|o| o["kind"] == "Deployment").unwrap()["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
     let cert_dir = "/etc/neuron-dra-operator/metrics-certs";
@@ -265,28 +261,15 @@ fn values_reach_the_deployment() {
 /// only with more than one replica), and a ServiceMonitor that verifies a configured certificate.
 #[test]
 fn the_values_a_helm_user_expects_reach_the_objects() {
-    let out = helm(&[
-        "template",
-        "x",
-        CHART,
-        "--skip-tests",
-        "--set",
+    let (out, objects) = render(&[
         "podLabels.team=ml-platform,priorityClassName=system-cluster-critical,logLevel=debug",
-        "--set",
         "extraArgs[0]=--max-concurrent-reconciles=2,extraEnv[0].name=HTTPS_PROXY,extraEnv[0].value=http://proxy:3128",
-        "--set",
         "securityContext.readOnlyRootFilesystem=false,podSecurityContext.runAsUser=1000",
-        "--set",
         "serviceAccount.create=false,serviceAccount.name=existing",
-        "--set",
         "topologySpreadConstraints[0].maxSkew=2,topologySpreadConstraints[0].topologyKey=zone",
-        "--set",
         "topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
-        "--set",
         "metrics.serviceMonitor.enabled=true,metrics.certSecret=metrics-tls",
-    ])
-    .ok("helm template");
-    let objects = parse_all(&out);
+    ]);
     let find = |kind: &str| objects.iter().find(|o| o["kind"] == kind);
     let deployment = find("Deployment").unwrap();
     let template = &deployment["spec"]["template"];
@@ -322,16 +305,8 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
     );
 
     // One replica: nothing to spread and no budget; annotations on a created ServiceAccount.
-    let out = helm(&[
-        "template",
-        "x",
-        CHART,
-        "--skip-tests",
-        "--set",
-        "replicas=1,serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/r",
-    ])
-    .ok("helm template");
-    let objects = parse_all(&out);
+    let (out, objects) =
+        render(&["replicas=1,serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/r"]);
     let find = |kind: &str| objects.iter().find(|o| o["kind"] == kind);
     assert!(find("PodDisruptionBudget").is_none(), "{out}");
     assert!(find("Deployment").unwrap()["spec"]["template"]["spec"].get("topologySpreadConstraints").is_none());
