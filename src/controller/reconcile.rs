@@ -341,9 +341,11 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
 /// what went.
 async fn cleanup_owned(name: &str, uid: Option<String>, ctx: &Context) -> Result<Action, Error> {
     let rules = super::snapshot::rules_of(&ctx.stores.taint_rules.state(), name);
-    let mut pass = Pass::new(ctx, name, uid, Mode::Cleanup);
+    let mut pass = Pass::new(ctx, name, uid.clone(), Mode::Cleanup);
     pass.delete_unclaimed().await;
-    let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
+    // With the uid, as `object_ref` gives it: `kubectl describe` finds a config's events by it.
+    let reference =
+        k8s_openapi::api::core::v1::ObjectReference { uid, ..ObjectRef::<NeuronDRAConfig>::new(name).into() };
     events::publish(ctx, &reference, &events::of_cleanup(&pass.report, &rules)).await;
     failed(pass.report.errors)?;
     Ok(Action::await_change())
