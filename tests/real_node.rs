@@ -53,9 +53,11 @@ fn merge(into: &mut Value, from: &Value) {
     }
 }
 
-/// Applies the test's config (`spec`) in a new namespace of the test, once the node's slices of earlier plugins are
-/// gone (so the slice a test waits for is this plugin's); gives the namespace.
+/// Applies the test's config (`spec`) in a new namespace of the test, once the plugin pods of earlier tests have
+/// stopped (`node::plugin_pods_gone`) and their slices are gone (so the slice a test waits for is this plugin's);
+/// gives the namespace.
 async fn start(s: &Scenario, node: &str, tag: &str, profiles: Value, extra: Value) -> String {
+    node::plugin_pods_gone(&s.client, node).await;
     node::forget_slices(&s.client, node).await;
     let namespace = s.namespace("work", &[]).await;
     s.apply(&s.config(&s.id, spec(node, tag, &namespace, &profiles, &extra))).await.unwrap();

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -19,6 +19,8 @@ use super::scenario::TIMEOUT;
 
 /// The driver name of AWS's Neuron DRA driver and of the stand-in plugin.
 pub const DRIVER: &str = "neuron.aws.com";
+/// The label of the plugin pods the operator's DaemonSets run.
+pub const PLUGIN_SELECTOR: &str = "app.kubernetes.io/name=neuron-dra-driver";
 
 /// The real node's name (`NEURON_DRA_NODE`, default node-1), checked to be a Ready Node: a clear message when the
 /// node was not started, rather than a timeout later.
@@ -80,6 +82,19 @@ pub async fn forget_slices(client: &Client, node: &str) {
     let slices: Api<ResourceSlice> = Api::all(client.clone());
     let mine = ListParams::default().fields(&format!("spec.nodeName={node},spec.driver={DRIVER}"));
     slices.delete_collection(&DeleteParams::default(), &mine).await.unwrap();
+}
+
+/// Waits until no plugin pod (of any config) is left on the node, terminating ones included. A plugin that stops
+/// removes its registration socket, whose path is the same for every plugin of the driver: an old pod that stops
+/// after a new one started takes the new one's registration with it, and the kubelet reports the driver as not
+/// registered (docs/troubleshooting.md).
+pub async fn plugin_pods_gone(client: &Client, node: &str) {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let on_node = ListParams::default().labels(PLUGIN_SELECTOR).fields(&format!("spec.nodeName={node}"));
+    eventually(TIMEOUT, &format!("the earlier plugin pods gone from {node}"), || async {
+        pods.list(&on_node).await.ok()?.items.is_empty().then_some(())
+    })
+    .await
 }
 
 /// The node's Neuron slice once the plugin of image `tag` published it (`draDriverVersion` is the image tag): its
