@@ -1,28 +1,41 @@
 # syntax=docker/dockerfile:1
-# The operator image: a release build on distroless/cc (glibc, CA certificates, no shell), running as the
-# distroless `nonroot` user 65532 that config/manager's Deployment also names. Build it with `make image`, which
-# tags it with the reference in config/manager/kustomization.yaml.
+# The operator image: one static binary (Rust, musl libc linked in) on an empty base, running as the non-root user
+# 65532 that config/manager's Deployment also names. No shell, no libc, no CA bundle: the operator talks only to the
+# API server, whose CA comes with its ServiceAccount token. `make image` builds it with Docker from the sources;
+# `make release` builds it for linux/amd64 and linux/arm64 with buildah (docs/release.md).
 #
 # The binary comes from one of two stages, chosen by BINARY: `source` (the default: a release build from the
-# sources, what `make image` and a release run) or `prebuilt` (a binary already built on the host and placed in the
-# build context, for builders that cannot pull the Rust image: hack/images.sh builds the local node's operator
-# image that way). Only the chosen stage is built.
+# sources in the Rust image) or `prebuilt` (a static binary already built on the host and placed in the build
+# context as `neuron-dra-operator`: how `make release` and the local node's image, hack/images.sh, build it without
+# pulling anything). Only the chosen stage is built.
 ARG BINARY=source
 
 FROM docker.io/library/rust:1.95-bookworm AS source
+# musl-gcc compiles the C and assembly of the TLS library (ring) for the static target.
+RUN apt-get update && apt-get install -y --no-install-recommends musl-tools && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --locked --release --bin neuron-dra-operator \
-    && cp target/release/neuron-dra-operator /neuron-dra-operator
+    target="$(uname -m)-unknown-linux-musl" \
+    && rustup target add "${target}" \
+    && cargo build --locked --release --target "${target}" --bin neuron-dra-operator \
+    && cp "target/${target}/release/neuron-dra-operator" /neuron-dra-operator
 
 FROM scratch AS prebuilt
 COPY neuron-dra-operator /neuron-dra-operator
 
 FROM ${BINARY} AS binary
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM scratch
+# What the image is, for registries and scanners (OCI image spec, "Pre-Defined Annotation Keys").
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="neuron-dra-operator" \
+      org.opencontainers.image.description="Runs AWS Neuron DRA on Trainium from one NeuronDRAConfig" \
+      org.opencontainers.image.source="https://github.com/neurondra/neuron-dra-operator" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=binary /neuron-dra-operator /neuron-dra-operator
 USER 65532:65532
 ENTRYPOINT ["/neuron-dra-operator"]

@@ -21,15 +21,14 @@ CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/images"
 #                                 cargo has built: "operator example.com/neuron-dra-operator:dev images/operator
 #                                 stage_files target/release/neuron-dra-operator"
 #   stage_pause / stage_busybox   below
-# The operator's reference is the one config/manager/kustomization.yaml names (tests/real_node_install.rs checks), so the chart
-# and `kubectl apply -k config/default` run it unchanged.
-# distroless-cc stands in for the base image of the repository's Dockerfile (see images/distroless-cc) and is only
-# kept in buildah's storage: import skips images whose name starts with "base-".
+# The operator's reference is the one config/manager/kustomization.yaml names, read from there, so the chart and
+# `kubectl apply -k config/default` run it unchanged.
+OPERATOR_REF="$(awk '$1 == "newName:" { name = $2 } $1 == "newTag:" { tag = $2 } END { print name ":" tag }' \
+  "${REPO_ROOT}/config/manager/kustomization.yaml")"
 IMAGES=(
   "pause localhost/neuron-dra/pause:1 images/pause stage_pause"
   "busybox localhost/neuron-dra/busybox:1.35.0 images/busybox stage_busybox"
-  "base-distroless-cc gcr.io/distroless/cc-debian12:nonroot images/distroless-cc stage_distroless_cc"
-  "operator ghcr.io/neurondra/neuron-dra-operator:0.1.0 . stage_operator"
+  "operator ${OPERATOR_REF} . stage_operator"
   "neuron-plugin localhost/neuron-dra/neuron-dra-driver:1.1.0 images/neuron-plugin stage_neuron_plugin"
   "neuron-plugin-next localhost/neuron-dra/neuron-dra-driver:1.2.0 images/neuron-plugin stage_neuron_plugin"
   "neuron-plugin-notready localhost/neuron-dra/neuron-dra-driver:1.1.0-notready images/neuron-plugin stage_neuron_plugin"
@@ -105,39 +104,16 @@ stage_neuron_plugin() {
   echo "${REF##*:}" >"${ctx}/tag"
 }
 
-# The operator image from the repository's own Dockerfile, through its `prebuilt` stage: the binary cargo builds for
-# the tests (a debug build, stripped of its debug info; a release build would cost minutes for nothing the tests
-# see). A context file `build-args` holds the Dockerfile's build arguments, one NAME=VALUE per line.
+# The operator image from the repository's own Dockerfile, through its `prebuilt` stage: the static binary that
+# `make release-check` also checks (hack/release.sh binary: a musl build for this machine's architecture, without
+# the optimisation of a release, which would cost minutes for nothing the tests see). A context file `build-args`
+# holds the Dockerfile's build arguments, one NAME=VALUE per line.
 stage_operator() {
-  local ctx="$1"
-  (cd "${REPO_ROOT}" && cargo build --locked --quiet --bin neuron-dra-operator)
+  local ctx="$1" binary
+  binary="$("${REPO_ROOT}/hack/release.sh" binary "$(uname -m)" release-check)"
   cp "${REPO_ROOT}/Dockerfile" "${ctx}/"
-  strip --strip-debug -o "${ctx}/neuron-dra-operator" "${REPO_ROOT}/target/debug/neuron-dra-operator"
-  echo "BINARY=prebuilt" >"${ctx}/build-args"
-}
-
-# A stand-in for gcr.io/distroless/cc-debian12 from this Debian 12 host's own packages (see its Containerfile).
-stage_distroless_cc() {
-  local ctx="$1" pkg f
-  stage_recipe "${ctx}"
-  mkdir -p "${ctx}/rootfs"
-  for pkg in libc6 libgcc-s1 libstdc++6 libgomp1 libssl3 ca-certificates tzdata base-files netbase; do
-    dpkg -s "${pkg}" >/dev/null 2>&1 || die "${NAME}: Debian package ${pkg} is not installed"
-  done
-  [[ -f /etc/ssl/certs/ca-certificates.crt ]] || die "${NAME}: no /etc/ssl/certs/ca-certificates.crt"
-  # The merged-/usr layout of Debian 12 (/lib -> usr/lib, ...): the symlinks come from the list below, their targets
-  # must exist before anything is unpacked through them.
-  mkdir -p "${ctx}/rootfs/usr/lib" "${ctx}/rootfs/usr/lib64" "${ctx}/rootfs/usr/bin" "${ctx}/rootfs/usr/sbin"
-  # Only what a program loads or reads at run time: no docs, manuals, locales or maintainer scripts. tar keeps
-  # symlinks (the dynamic loader's) as they are and makes the parent directories.
-  {
-    dpkg -L libc6 libgcc-s1 libstdc++6 libgomp1 libssl3 ca-certificates tzdata base-files netbase \
-      | grep -vE '^/usr/share/(doc|man|info|lintian|locale|bug)(/|$)' \
-      | while read -r f; do if [[ -L "${f}" || -f "${f}" ]]; then echo "${f#/}"; fi; done
-    echo etc/ssl/certs/ca-certificates.crt
-  } | LC_ALL=C sort -u | tar -C / --no-recursion -cf - -T - | tar -C "${ctx}/rootfs" -xf -
-  mkdir -p "${ctx}/home/nonroot" "${ctx}/rootfs/tmp"
-  chmod 1777 "${ctx}/rootfs/tmp"
+  cp "${binary}" "${ctx}/neuron-dra-operator"
+  printf '%s\n' BINARY=prebuilt VERSION="${OPERATOR_REF##*:}" >"${ctx}/build-args"
 }
 
 # ---------------------------------------------------------------------------
@@ -220,7 +196,6 @@ cmd_import() {
   lock
   if (($# == 0)); then mapfile -t names_ < <(names); set -- "${names_[@]}"; fi
   for n in "$@"; do
-    [[ "${n}" != base-* ]] || continue
     archive="$(build_one "${n}")"
     entry "${n}"
     # ctr warns about cgroup v1 on every call; that is said once, in docs/local-node.md.

