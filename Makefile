@@ -5,7 +5,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/target/controlplane/kubeconfig
 
 include hack/controlplane.mk
 
-.PHONY: build release lint test test-node unit-test crds bench demo demo-down tools
+.PHONY: build release release-check version lint test test-node unit-test crds bench demo demo-down tools
 
 ## The main job on one machine: control plane, simulated fleet, operator, the mixed sample, one faulty device.
 demo:
@@ -17,8 +17,21 @@ demo-down:
 build:
 	$(CARGO) build --locked
 
+## The release into dist/ (docs/release.md): the multi-architecture operator image and the bundle image as OCI
+## archives, the packaged chart, the SBOM and SHA256SUMS. VERSION must be the tree's (`make version` writes it).
 release:
-	$(CARGO) build --locked --release
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
+	hack/release.sh build $(VERSION)
+
+## The release's fast subset (unoptimised binaries, no SBOM) into target/release-check-dist, and the test that checks it.
+release-check:
+	hack/release.sh check
+	$(CARGO) test --locked --test release -- --ignored
+
+## Write VERSION into Cargo.toml, Cargo.lock, the chart, the kustomize image tag and the OLM bundle.
+version:
+	@test -n "$(VERSION)" || { echo "usage: make version VERSION=x.y.z" >&2; exit 2; }
+	hack/release.sh set-version $(VERSION)
 
 ## Regenerate the checked-in CRD from the Rust types (and its copy in the Helm chart).
 crds:
@@ -55,7 +68,8 @@ bundle:
 
 ## The operator image and the OLM bundle image (need a container engine; the tests do not build them).
 image:
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(IMG_TAG) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) \
+	  -t $(IMG) .
 
 bundle-image:
 	$(CONTAINER_TOOL) build -f bundle/bundle.Dockerfile -t $(BUNDLE_IMG) bundle

@@ -11,6 +11,7 @@
 # tests flaky, and by the newest phase it is usually done. Its log is target/background-build.log. A background
 # build that fails is not fatal here: the tests that need a tool build it themselves (hack/tools.sh path), and the
 # newest phase builds its control plane again in the foreground, where a failure stops the run with its error.
+# Between the phases, `make release-check` builds and checks the release's fast subset (docs/release.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,13 +29,14 @@ stop_background() {
 trap stop_background EXIT
 
 mkdir -p target
-log "building Helm, the bundle validator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
+log "building Helm, the bundle validator, the arm64 operator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
 # Its own process group (set -m), so stop_background ends the go builds too.
 set -m
 # shellcheck disable=SC2016 # expanded by the inner shell
 nice -n 19 bash -c '
   set -e
   hack/tools.sh build helm bundle-validate
+  hack/release.sh binary aarch64 release-check >/dev/null
   KUBE_VERSION="$1" hack/controlplane.sh build
   KUBE_VERSION="$1" hack/node.sh build kubelet
 ' background-build "${KUBE_NEWEST}" >target/background-build.log 2>&1 &
@@ -69,6 +71,8 @@ if [[ -n "${background}" ]]; then
   wait "${background}" || log "the background build failed (target/background-build.log); building again here"
   background=""
 fi
+# The release's fast subset, built and checked between the phases (no cluster; its binaries are built by now).
+make --no-print-directory release-check || status=$?
 KUBE_VERSION="${KUBE_NEWEST}" hack/controlplane.sh build
 KUBE_VERSION="${KUBE_NEWEST}" hack/node.sh build kubelet
 phase "${KUBE_NEWEST}" "${NEWEST_TESTS}" "${NODE_TESTS_NEWEST}" || status=$?

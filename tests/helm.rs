@@ -498,7 +498,9 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     assert_eq!(helm_release(&release, &namespace)["revision"], "3");
 
     // Dropping the chart's config deletes it; the operator (still allowed to) cleans up and lets it go.
-    helm_doc(docs::HELM_UPGRADE, &release, &["--set", "neuronDRAConfig.enabled=false"]);
+    // The EKS guide's upgrade, from a chart package.
+    let upgrade = docs::with_package(docs::EKS_HELM_UPGRADE, &tools::packaged_chart());
+    helm_doc(&upgrade, &release, &["--set", "neuronDRAConfig.enabled=false"]);
     wait_gone("ndc", &chart_config_name, None).await;
     s.wait_ready(&names[1]).await;
 

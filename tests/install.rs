@@ -235,7 +235,7 @@ fn a_bundle_with_a_missing_file_a_changed_crd_or_a_stray_file_is_caught_by_file_
 }
 
 /// The image is named once (config/manager's kustomization), tagged with the crate version the CSV carries, and
-/// the Makefile and Dockerfile agree with the Deployment. The image itself is not built: no container engine here.
+/// the Makefile and Dockerfile agree with the Deployment. The image is built and checked by tests/release.rs.
 #[test]
 fn the_image_is_named_once_and_the_dockerfile_fits_the_deployment() {
     let kustomization = read_yaml("config/manager/kustomization.yaml");
@@ -244,7 +244,8 @@ fn the_image_is_named_once_and_the_dockerfile_fits_the_deployment() {
     assert_eq!(entry["newTag"], env!("CARGO_PKG_VERSION"), "tag the image with the crate version");
     let image = format!("{}:{}", entry["newName"].as_str().unwrap(), entry["newTag"].as_str().unwrap());
     let (recipe, _) = sh_ok("make --no-print-directory -n image");
-    assert!(recipe.contains(&format!("build -t {image} .")), "{recipe}");
+    assert!(recipe.contains(&format!("-t {image} .")), "{recipe}");
+    assert!(recipe.contains(&format!("--build-arg VERSION={}", env!("CARGO_PKG_VERSION"))), "{recipe}");
 
     let deployment = read_yaml("config/manager/manager.yaml");
     let pod = &deployment["spec"]["template"]["spec"];

@@ -19,8 +19,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::Api;
 use serde_json::json;
 use support::cluster::{self, TEST_LABEL, kubectl, repo};
-use support::docs;
 use support::scenario::Scenario;
+use support::{docs, tools};
 
 /// The kinds a config owns, as `kubectl get` names them, and whether they are namespaced.
 const OWNED: &[(&str, bool)] = &[
@@ -82,12 +82,22 @@ async fn ready_config(s: &Scenario, name: &str) {
     assert!(owned_by(name).len() >= OWNED.len(), "the config owns one of each: {:?}", owned_by(name));
 }
 
+/// The guide's release, image archive and chart package are the crate's version (`make version` writes them).
+#[test]
+fn the_eks_guide_names_the_release_of_this_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(docs::EKS_MAKE_RELEASE.ends_with(&format!("VERSION={version}")), "{}", docs::EKS_MAKE_RELEASE);
+    assert!(docs::EKS_PACKAGE.ends_with(&format!("-{version}.tgz")), "{}", docs::EKS_PACKAGE);
+    assert!(docs::EKS_COPY_IMAGE.contains(&format!("-{version}.oci.tar ")), "{}", docs::EKS_COPY_IMAGE);
+    assert!(docs::EKS_COPY_IMAGE.ends_with(&format!(":{version}")), "{}", docs::EKS_COPY_IMAGE);
+}
+
 #[test]
 fn the_eks_guide_shows_exactly_the_commands_the_tests_run() {
     let guide = std::fs::read_to_string(repo("docs/install-eks.md")).unwrap();
     let shown = docs::shell_lines(&guide);
-    let known: Vec<&str> =
-        docs::EKS_AWS_ONLY.iter().chain(docs::EKS_SUBSTITUTED).chain(docs::EKS_SHARED).copied().collect();
+    let known = docs::EKS_AWS_ONLY.iter().chain(docs::EKS_SUBSTITUTED).chain(docs::EKS_SHARED).chain(docs::EKS_RELEASE);
+    let known: Vec<&str> = known.copied().collect();
     for command in &shown {
         assert!(known.contains(&command.as_str()), "docs/install-eks.md shows `{command}`, which no test runs");
     }
@@ -98,7 +108,7 @@ fn the_eks_guide_shows_exactly_the_commands_the_tests_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_show_crds_upgrades_the_crd_without_a_checkouts_crds_directory() {
-    bash_ok(docs::EKS_SHOW_CRDS);
+    bash_ok(&docs::with_package(docs::EKS_SHOW_CRDS, &tools::packaged_chart()));
     let client = cluster::admin().await;
     let crd = Api::<CustomResourceDefinition>::all(client).get(neuron_dra_operator::runtime::client::CRD_NAME).await;
     assert_eq!(neuron_dra_operator::runtime::crd::check_installed(Some(&crd.unwrap())), Ok(()));

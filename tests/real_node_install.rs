@@ -157,8 +157,8 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     let kubectl_doc = |command: &str| kubectl(&own(command).split(' ').skip(1).collect::<Vec<_>>());
     kubectl_doc(docs::EKS_CREATE_NAMESPACE);
     kubectl_doc(docs::EKS_LABEL_NAMESPACE);
-    let install =
-        docs::EKS_HELM_INSTALL.replace("ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator", IMAGE_REPOSITORY);
+    let install = docs::with_package(docs::EKS_HELM_INSTALL, &tools::packaged_chart())
+        .replace("ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator", IMAGE_REPOSITORY);
     let mut args = docs::helm_args(&install, &release, &namespace);
     args.extend(["--wait", "--timeout", "150s"].map(String::from));
     helm(&args.iter().map(String::as_str).collect::<Vec<_>>());

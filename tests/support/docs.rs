@@ -43,22 +43,26 @@ pub fn helm_args(command: &str, release: &str, namespace: &str) -> Vec<String> {
 /// docs/install-eks.md, in its order. Each is run by a test (with the test's names where it names a release,
 /// namespace, config or image: `EKS_SUBSTITUTED`), except the AWS ones (`EKS_AWS_ONLY`) and the CRD's deletion
 /// (`EKS_SHARED`).
+/// The chart package `make release` writes, as the guide names it.
+pub const EKS_PACKAGE: &str = "dist/neuron-dra-operator-0.1.0.tgz";
+pub const EKS_MAKE_RELEASE: &str = "make release VERSION=0.1.0";
 pub const EKS_ECR_CREATE: &str = "aws ecr create-repository --repository-name neuron-dra-operator";
 pub const EKS_ECR_LOGIN: &str =
-    "aws ecr get-login-password | docker login --username AWS --password-stdin ACCOUNT.dkr.ecr.REGION.amazonaws.com";
-pub const EKS_MAKE_IMAGE: &str = "make image IMG=ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator:0.1.0";
-pub const EKS_PUSH: &str = "docker push ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator:0.1.0";
+    "aws ecr get-login-password | skopeo login --username AWS --password-stdin ACCOUNT.dkr.ecr.REGION.amazonaws.com";
+pub const EKS_COPY_IMAGE: &str = "skopeo copy --all oci-archive:dist/neuron-dra-operator-0.1.0.oci.tar docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator:0.1.0";
 pub const EKS_CREATE_NAMESPACE: &str = "kubectl create namespace neuron-dra-operator-system";
 pub const EKS_LABEL_NAMESPACE: &str =
     "kubectl label namespace neuron-dra-operator-system pod-security.kubernetes.io/enforce=restricted";
-pub const EKS_HELM_INSTALL: &str = "helm install neuron-dra-operator charts/neuron-dra-operator -n neuron-dra-operator-system --set image.repository=ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator";
+pub const EKS_HELM_INSTALL: &str = "helm install neuron-dra-operator dist/neuron-dra-operator-0.1.0.tgz -n neuron-dra-operator-system --set image.repository=ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator";
 pub const EKS_APPLY_SAMPLES: &str = "kubectl apply -k config/samples";
 pub const EKS_GET: &str = "kubectl get ndc";
 pub const EKS_APPLY_POD: &str = "kubectl apply -f examples/pod.yaml";
 pub const EKS_GET_POD: &str = "kubectl get pod finetune -n ml-training -o wide";
 pub const EKS_GET_CLAIMS: &str = "kubectl get resourceclaims -n ml-training";
 pub const EKS_SHOW_CRDS: &str =
-    "helm show crds charts/neuron-dra-operator | kubectl apply --server-side --force-conflicts -f -";
+    "helm show crds dist/neuron-dra-operator-0.1.0.tgz | kubectl apply --server-side --force-conflicts -f -";
+pub const EKS_HELM_UPGRADE: &str =
+    "helm upgrade neuron-dra-operator dist/neuron-dra-operator-0.1.0.tgz -n neuron-dra-operator-system --reuse-values";
 pub const EKS_DELETE_CONFIGS: &str = "kubectl delete ndc --all --wait=true --timeout=5m";
 pub const EKS_DELETE_CRD: &str = "kubectl delete crd neurondraconfigs.neurondra.io";
 pub const EKS_RECOVER_FINALIZER: &str =
@@ -67,13 +71,18 @@ pub const EKS_RECOVER_NAMESPACED: &str =
     "kubectl delete daemonsets,serviceaccounts,resourceclaimtemplates -A -l neurondra.io/config=CONFIG";
 pub const EKS_RECOVER_CLUSTER: &str = "kubectl delete clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings -l neurondra.io/config=CONFIG";
 
-pub const EKS_AWS_ONLY: &[&str] = &[EKS_ECR_CREATE, EKS_ECR_LOGIN, EKS_MAKE_IMAGE, EKS_PUSH];
+pub const EKS_AWS_ONLY: &[&str] = &[EKS_ECR_CREATE, EKS_ECR_LOGIN];
+/// Run as its fast subset: `make release-check` (tests/release.rs) builds the same release, unoptimised.
+pub const EKS_RELEASE: &[&str] = &[EKS_MAKE_RELEASE];
 /// Not run: every test shares the CRD. tests/install_eks.rs checks instead that nothing could hold up its deletion
 /// (no config of the uninstalled release is left with a finalizer).
 pub const EKS_SHARED: &[&str] = &[EKS_DELETE_CRD];
 /// Run with a test's own names: the release and namespace (tests/real_node_install.rs), the samples' names
-/// (tests/samples.rs), `--all` narrowed to the test's configs, `CONFIG` (tests/install_eks.rs).
+/// (tests/samples.rs), `--all` narrowed to the test's configs, `CONFIG` (tests/install_eks.rs), a chart the test
+/// packaged for `EKS_PACKAGE` (`with_package`), the release check's image archive and a local destination for
+/// `skopeo copy` (tests/release.rs).
 pub const EKS_SUBSTITUTED: &[&str] = &[
+    EKS_COPY_IMAGE,
     EKS_CREATE_NAMESPACE,
     EKS_LABEL_NAMESPACE,
     EKS_HELM_INSTALL,
@@ -84,13 +93,19 @@ pub const EKS_SUBSTITUTED: &[&str] = &[
     EKS_GET_POD,
     EKS_GET_CLAIMS,
     EKS_SHOW_CRDS,
-    HELM_UPGRADE,
+    EKS_HELM_UPGRADE,
     EKS_DELETE_CONFIGS,
     HELM_UNINSTALL,
     EKS_RECOVER_FINALIZER,
     EKS_RECOVER_NAMESPACED,
     EKS_RECOVER_CLUSTER,
 ];
+
+/// A command of the EKS guide with its chart package (`EKS_PACKAGE`) replaced by `package`.
+pub fn with_package(command: &str, package: &std::path::Path) -> String {
+    assert!(command.contains(EKS_PACKAGE), "{command}");
+    command.replace(EKS_PACKAGE, package.to_str().unwrap())
+}
 
 /// The ```sh lines of a Markdown file (comments and blank lines left out).
 pub fn shell_lines(markdown: &str) -> Vec<String> {

@@ -19,6 +19,20 @@ pub fn tool(name: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// The chart packaged by `helm package` (as `make release` does), once per test process: the EKS guide installs
+/// and upgrades from the package, which `dist/` holds only after a release.
+pub fn packaged_chart() -> PathBuf {
+    static PACKAGE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PACKAGE
+        .get_or_init(|| {
+            let dir = temp_dir("chart-package");
+            let args = ["package", "charts/neuron-dra-operator", "--destination", dir.to_str().unwrap()];
+            run(&tool("helm"), &args, &repo("."), &[]).ok("helm package");
+            dir.join(format!("neuron-dra-operator-{}.tgz", env!("CARGO_PKG_VERSION")))
+        })
+        .clone()
+}
+
 /// The directory of prometheus-operator's CRDs (from its Go module).
 pub fn prometheus_crds() -> PathBuf {
     crds_of("prometheus-crds")

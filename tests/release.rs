@@ -1,0 +1,201 @@
+//! The release (docs/release.md), as `make release-check` builds it into target/release-check-dist: the same steps
+//! as `make release` with unoptimised binaries and no SBOM. The operator image's archive holds one image per
+//! architecture, each with its static binary, non-root user, entrypoint and OCI labels; the amd64 binary runs; the
+//! chart package lints and renders the image every install path names; the bundle image carries that image too; the
+//! checksums hold.
+//!
+//! `#[ignore]`d ("needs make release-check"): `make release-check` builds the release, then runs this.
+
+mod support {
+    pub mod cluster;
+    pub mod docs;
+    pub mod tools;
+}
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use support::cluster::repo;
+use support::docs;
+use support::tools::{run, temp_dir, tool};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const BINARY: &str = "neuron-dra-operator";
+const USER: &str = "65532:65532";
+
+fn out_dir() -> PathBuf {
+    let dir = repo("target/release-check-dist");
+    assert!(dir.join("SHA256SUMS").exists(), "no release in {}: run `make release-check`", dir.display());
+    dir
+}
+
+fn yaml(path: &str) -> serde_yaml::Value {
+    serde_yaml::from_str(&std::fs::read_to_string(repo(path)).unwrap()).unwrap()
+}
+
+/// The image every install path names: config/manager's kustomization, the one place it is written.
+fn operator_image() -> String {
+    let entry = &yaml("config/manager/kustomization.yaml")["images"][0];
+    format!("{}:{}", entry["newName"].as_str().unwrap(), entry["newTag"].as_str().unwrap())
+}
+
+fn sh(program: &str, args: &[&str], dir: &Path) -> String {
+    let out = Command::new(program).args(args).current_dir(dir).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An OCI image layout unpacked from an archive.
+struct Layout {
+    dir: PathBuf,
+}
+
+impl Layout {
+    fn unpack(archive: &Path, name: &str) -> Layout {
+        assert!(archive.exists(), "{} is missing", archive.display());
+        let dir = temp_dir(name);
+        sh("tar", &["-xf", archive.to_str().unwrap(), "-C", dir.to_str().unwrap()], &dir);
+        Layout { dir }
+    }
+
+    fn blob_path(&self, digest: &str) -> PathBuf {
+        let (algorithm, hex) = digest.split_once(':').unwrap();
+        self.dir.join("blobs").join(algorithm).join(hex)
+    }
+
+    fn json(&self, digest: &str) -> Value {
+        serde_json::from_slice(&std::fs::read(self.blob_path(digest)).unwrap()).unwrap()
+    }
+
+    fn index(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.dir.join("index.json")).unwrap()).unwrap()
+    }
+
+    /// The file at `path` in the image of `manifest` (its one layer), extracted into `into`.
+    fn file(&self, manifest: &Value, path: &str, into: &Path) -> PathBuf {
+        let layers = manifest["layers"].as_array().unwrap();
+        assert_eq!(layers.len(), 1, "one layer: {manifest}");
+        let layer = self.blob_path(layers[0]["digest"].as_str().unwrap());
+        std::fs::create_dir_all(into).unwrap();
+        sh("tar", &["-xf", layer.to_str().unwrap(), "-C", into.to_str().unwrap(), path], into);
+        into.join(path)
+    }
+}
+
+/// The archive's one entry, named `reference`, and the manifest (or index) it points to.
+fn entry(layout: &Layout, reference: &str) -> Value {
+    let index = layout.index();
+    let manifests = index["manifests"].as_array().unwrap();
+    assert_eq!(manifests.len(), 1, "{index}");
+    assert_eq!(manifests[0]["annotations"]["org.opencontainers.image.ref.name"], reference, "{index}");
+    layout.json(manifests[0]["digest"].as_str().unwrap())
+}
+
+#[test]
+#[ignore = "needs make release-check"]
+fn the_operator_image_holds_a_static_non_root_binary_per_architecture() {
+    let layout = Layout::unpack(&out_dir().join(format!("{BINARY}-{VERSION}.oci.tar")), "release-operator");
+    let list = entry(&layout, &operator_image());
+    assert_eq!(list["mediaType"], "application/vnd.oci.image.index.v1+json", "a multi-architecture index");
+    let mut seen = Vec::new();
+    for image in list["manifests"].as_array().unwrap() {
+        let arch = image["platform"]["architecture"].as_str().unwrap().to_string();
+        assert_eq!(image["platform"]["os"], "linux");
+        let manifest = layout.json(image["digest"].as_str().unwrap());
+        let config = layout.json(manifest["config"]["digest"].as_str().unwrap());
+        assert_eq!((config["os"].as_str(), config["architecture"].as_str()), (Some("linux"), Some(arch.as_str())));
+        let run_config = &config["config"];
+        assert_eq!(run_config["User"], USER, "{arch}: non-root");
+        assert_eq!(run_config["Entrypoint"], serde_json::json!([format!("/{BINARY}")]), "{arch}");
+        assert_eq!(run_config["Cmd"], serde_json::json!(["run"]), "{arch}");
+        let labels = &run_config["Labels"];
+        assert_eq!(labels["org.opencontainers.image.version"], VERSION, "{arch}: {labels}");
+        for label in ["source", "revision", "title"] {
+            let value = labels[format!("org.opencontainers.image.{label}")].as_str().unwrap_or_default();
+            assert!(!value.is_empty() && value != "unknown", "{arch}: label {label} is {value:?}");
+        }
+
+        let binary = layout.file(&manifest, BINARY, &layout.dir.join(format!("rootfs-{arch}")));
+        let described = sh("file", &["-b", binary.to_str().unwrap()], &layout.dir);
+        let machine = if arch == "arm64" { "ARM aarch64" } else { "x86-64" };
+        assert!(described.contains(machine) && described.contains("statically linked"), "{arch}: {described}");
+        if arch == "amd64" && std::env::consts::ARCH == "x86_64" {
+            let version = sh(binary.to_str().unwrap(), &["--version"], &layout.dir);
+            assert_eq!(version.trim(), format!("{BINARY} {VERSION}"));
+        }
+        seen.push(arch);
+    }
+    seen.sort();
+    assert_eq!(seen, ["amd64", "arm64"]);
+}
+
+#[test]
+#[ignore = "needs make release-check"]
+fn the_chart_package_lints_and_renders_the_released_image() {
+    let package = out_dir().join(format!("{BINARY}-{VERSION}.tgz"));
+    assert!(package.exists(), "{} is missing", package.display());
+    let helm = tool("helm");
+    let package = package.to_str().unwrap();
+    run(&helm, &["lint", "--strict", package], &repo("."), &[]).ok("helm lint of the package");
+    let rendered = run(&helm, &["template", "x", package], &repo("."), &[]).ok("helm template of the package");
+    let images: Vec<&str> =
+        rendered.lines().filter_map(|l| l.trim().strip_prefix("image: ")).map(|i| i.trim_matches('"')).collect();
+    assert!(images.contains(&operator_image().as_str()), "{images:?}");
+    let crds = run(&helm, &["show", "crds", package], &repo("."), &[]).ok("helm show crds");
+    assert!(crds.contains("name: neurondraconfigs.neurondra.io"), "the package carries the CRD");
+}
+
+#[test]
+#[ignore = "needs make release-check"]
+fn the_bundle_image_names_the_released_image_and_the_checksums_hold() {
+    let out = out_dir();
+    let entry_of = yaml("config/manager/kustomization.yaml");
+    let name = entry_of["images"][0]["newName"].as_str().unwrap();
+    let layout = Layout::unpack(&out.join(format!("{BINARY}-bundle-v{VERSION}.oci.tar")), "release-bundle");
+    let manifest = entry(&layout, &format!("{name}-bundle:v{VERSION}"));
+    let config = layout.json(manifest["config"]["digest"].as_str().unwrap());
+    assert_eq!(config["config"]["Labels"]["operators.operatorframework.io.bundle.package.v1"], BINARY);
+    let csv_path = format!("manifests/{BINARY}.clusterserviceversion.yaml");
+    let csv = layout.file(&manifest, &csv_path, &layout.dir.join("rootfs"));
+    let csv: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(csv).unwrap()).unwrap();
+    assert_eq!(csv["spec"]["version"].as_str(), Some(VERSION));
+    let deployment = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"];
+    assert_eq!(deployment["containers"][0]["image"].as_str(), Some(operator_image().as_str()));
+
+    let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
+    let listed: Vec<&str> = sums.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert_eq!(
+        listed,
+        [
+            format!("{BINARY}-{VERSION}.oci.tar"),
+            format!("{BINARY}-bundle-v{VERSION}.oci.tar"),
+            format!("{BINARY}-{VERSION}.tgz")
+        ],
+        "SHA256SUMS lists the release's files"
+    );
+    sh("sha256sum", &["--check", "--quiet", "SHA256SUMS"], &out);
+}
+
+/// The EKS guide's `skopeo copy --all`, from the release check's archive to a local OCI layout instead of ECR:
+/// skopeo reads the archive and copies the index with both architectures.
+#[test]
+#[ignore = "needs make release-check"]
+fn skopeo_copies_both_architectures_as_the_eks_guide_says() {
+    let out = out_dir();
+    let dest = temp_dir("release-copy");
+    let ecr = format!("docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com/{BINARY}:{VERSION}");
+    assert!(docs::EKS_COPY_IMAGE.ends_with(&ecr), "{}", docs::EKS_COPY_IMAGE);
+    let command = docs::EKS_COPY_IMAGE
+        .replace("oci-archive:dist/", &format!("oci-archive:{}/", out.display()))
+        .replace(&ecr, &format!("oci:{}:{VERSION}", dest.display()));
+    let copied = Command::new("bash").args(["-c", &command]).stdin(Stdio::null()).output().unwrap();
+    assert!(copied.status.success(), "{command}: {}", String::from_utf8_lossy(&copied.stderr));
+    let layout = Layout { dir: dest };
+    let index = layout.index();
+    let list = layout.json(index["manifests"][0]["digest"].as_str().unwrap());
+    let mut arches: Vec<&str> =
+        list["manifests"].as_array().unwrap().iter().filter_map(|m| m["platform"]["architecture"].as_str()).collect();
+    arches.sort();
+    assert_eq!(arches, ["amd64", "arm64"], "{list}");
+}
