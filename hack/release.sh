@@ -48,10 +48,15 @@ binary() {
   local target profile="${2:-release}" tools zig zigbuild target_dir
   target="$(rust_target "$1")"
   target_dir="${REPO_ROOT}/target/static-${target%%-*}"
-  rustup target list --installed 2>/dev/null | grep -qx "${target}" || {
-    log "adding the Rust target ${target}"
-    rustup target add "${target}" >&2
-  }
+  # One rustup at a time: `make test` may add both targets at once (the arm64 build runs in the background).
+  mkdir -p "${CACHE_DIR}"
+  (
+    flock 9
+    rustup target list --installed 2>/dev/null | grep -qx "${target}" || {
+      log "adding the Rust target ${target}"
+      rustup target add "${target}" >&2
+    }
+  ) 9>"${CACHE_DIR}/rustup.lock"
   zig="$(hack/tools.sh path zig)"
   zigbuild="$(hack/tools.sh path cargo-zigbuild)"
   tools="$(dirname "${zig}"):$(dirname "${zigbuild}")"
