@@ -66,7 +66,18 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Re
 
 static INSTALL: Once = Once::new();
 
-/// Installs the CRD from `crds/` and the operator's RBAC from `config/rbac` (once per test process).
+/// Waits until the CRD `name` is Established. `kubectl wait` fails at once, rather than waiting, while a CRD that was
+/// just created has no conditions yet, so it is asked again until the deadline.
+pub fn wait_established(name: &str) {
+    let crd = format!("crd/{name}");
+    let args = ["wait", "--for=condition=Established", "--timeout=10s", crd.as_str()];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = kubectl_with(&kubeconfig(), &args, None) {
+        assert!(Instant::now() < deadline, "CRD {name} never became Established: {e}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// The `apiVersion` kubectl uses for a `resource.k8s.io` resource (the most stable one served), if any.
 pub fn served_version(resource: &str) -> Option<String> {
     let listed = kubectl(&["api-resources", "--api-group=resource.k8s.io", "--no-headers"]);
@@ -74,10 +85,11 @@ pub fn served_version(resource: &str) -> Option<String> {
     line.split_whitespace().find(|column| column.starts_with("resource.k8s.io/")).map(str::to_string)
 }
 
+/// Installs the CRD from `crds/` and the operator's RBAC from `config/rbac` (once per test process).
 pub fn install() {
     INSTALL.call_once(|| {
         kubectl(&["apply", "--server-side", "--force-conflicts", "-f", repo("crds").to_str().unwrap()]);
-        kubectl(&["wait", "--for=condition=Established", "--timeout=60s", "crd/neurondraconfigs.neurondra.io"]);
+        wait_established("neurondraconfigs.neurondra.io");
         // Discovery lags a moment behind Established on a fresh API server: wait until `ndc` resolves.
         let deadline = Instant::now() + Duration::from_secs(60);
         while kubectl_with(&kubeconfig(), &["get", "ndc", "--no-headers"], None).is_err() {

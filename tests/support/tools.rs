@@ -56,8 +56,7 @@ pub fn install_prometheus_crds() {
     for crd in ["servicemonitors", "prometheusrules"] {
         let file = crds.join(format!("monitoring.coreos.com_{crd}.yaml"));
         cluster::kubectl(&["apply", "--server-side", "--force-conflicts", "-f", file.to_str().unwrap()]);
-        let name = format!("crd/{crd}.monitoring.coreos.com");
-        cluster::kubectl(&["wait", "--for=condition=Established", "--timeout=60s", &name]);
+        cluster::wait_established(&format!("{crd}.monitoring.coreos.com"));
     }
 }
 
