@@ -3,8 +3,8 @@
 //! From the table come the caches and their readiness (`stores.rs`), the watches (`controller/mod.rs`), each kind's
 //! cache lookup and API (`act/operands.rs`), the delete order (the table backwards, `act/pass.rs`), the count of a
 //! config's driver objects, and the RBAC the operator needs (checked against `config/rbac/role.yaml` and the table
-//! in docs/architecture.md). Adding a kind is one row here and its builder in `logic/build` (with its place in
-//! `act::install_driver`, where the apply order is written once).
+//! in docs/architecture.md). Adding a kind is one row here, its builder in `logic/build`, and its place in
+//! `Desired::in_order` (`logic/build/order.rs`), where the apply order and its stages are written once.
 //!
 //! The kinds read but not owned (nodes, slices, claims, plugin pods, revisions, DeviceTaintRules, namespaces) are
 //! watched as compact views or found by discovery, each its own way (`controller/mod.rs`); `READ` lists them with
@@ -30,7 +30,8 @@ pub enum Release {
     Shared,
 }
 
-/// Calls `$generate!` with the table, in apply order: `Type => cache: scope, trigger, release, driver object;`.
+/// Calls `$generate!` with the table, in apply order (`Desired::in_order`), except the shared DeviceClass, which
+/// comes first so that it is released last: `Type => cache: scope, trigger, release, driver object;`.
 macro_rules! owned_kinds {
     ($generate:ident) => {
         $generate! {
@@ -137,6 +138,23 @@ mod tests {
         let docs = std::fs::read_to_string("docs/architecture.md").unwrap();
         let table = rbac_table();
         assert!(docs.contains(&table), "docs/architecture.md must hold this table, as it is:\n{table}");
+    }
+
+    #[test]
+    fn the_table_follows_the_apply_order() {
+        let yaml = "apiVersion: neurondra.io/v1alpha1\nkind: NeuronDRAConfig\nmetadata: {name: pool}\n\
+                    spec: {profiles: [{name: p, training: {devices: 4}}]}";
+        let config = crate::logic::validate::validate(&crate::cli::parse_config(yaml).unwrap()).unwrap();
+        let desired = crate::logic::build::build(&config, &["team".to_string()]);
+        let mut applied: Vec<String> = Vec::new();
+        for (_, object) in desired.in_order() {
+            let kind = serde_json::to_value(object).unwrap()["kind"].as_str().unwrap().to_string();
+            if !applied.contains(&kind) && kind != "Namespace" && kind != "DeviceClass" {
+                applied.push(kind);
+            }
+        }
+        let table: Vec<String> = owned().into_iter().map(|k| k.kind).filter(|k| k != "DeviceClass").collect();
+        assert_eq!(applied, table);
     }
 
     #[test]

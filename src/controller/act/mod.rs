@@ -8,9 +8,12 @@ pub mod pass;
 pub mod publish;
 pub mod report;
 
+use futures::future::join_all;
+
 use crate::api::labels::MANAGER;
 use crate::controller::Context;
 use crate::controller::plan::{Driver, NamespaceState, Plan, Step};
+use crate::logic::build::{Desired, Object, Stage};
 use apply::shared_manager;
 use pass::Pass;
 use report::Report;
@@ -59,54 +62,75 @@ pub fn step(plan: &Plan, driver: Driver) -> Option<&Step> {
     (driver == Driver::Apply).then_some(&plan.rollout)
 }
 
-/// The plugin's objects: the Namespace first; then, at the same time, its ServiceAccount, its RBAC, the fence
-/// (admission policy and binding) and the DeviceClass; the DaemonSet last, and only once its rights and its fence
-/// are in place, so the plugin never runs unfenced or without its rights (a failed fence write keeps the DaemonSet
-/// as it is). Nothing goes into a namespace being deleted; what is there is kept until it can be created anew.
+/// The plugin's objects, stage by stage (`logic::build::Stage`): the Namespace first; then, at the same time, the
+/// ServiceAccount, the RBAC, the fence and the DeviceClasses; the DaemonSet last, and only once the stages before it
+/// are written, so the plugin never runs unfenced or without its rights (a failed fence write keeps the DaemonSet as
+/// it is). Nothing goes into a namespace being deleted; what is there is kept until it can be created anew.
 async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) {
     let desired = &plan.desired;
-    let usable = match plan.driver_namespace {
-        NamespaceState::Missing => pass.ensure(&desired.namespace, MANAGER).await,
+    let mut usable = match plan.driver_namespace {
+        NamespaceState::Missing => ensure_stage(pass, desired, Stage::Namespace, &plan.config.name).await,
         NamespaceState::Exists => true,
         NamespaceState::Terminating => false,
     };
-    let (mut rbac, mut fence, mut class) = (pass.fork(), pass.fork(), pass.fork());
-    let class_manager = shared_manager(&plan.config.name);
-    let (usable, (), (), ()) = tokio::join!(
-        async {
-            if usable {
-                pass.ensure(&desired.service_account, MANAGER).await
-            } else {
-                pass.claim(&desired.service_account);
-                false
-            }
-        },
-        async {
-            rbac.ensure(&desired.cluster_role, MANAGER).await;
-            rbac.ensure(&desired.cluster_role_binding, MANAGER).await;
-        },
-        async {
-            fence.ensure(&desired.admission_policy, MANAGER).await;
-            fence.ensure(&desired.admission_policy_binding, MANAGER).await;
-        },
-        async {
-            class.ensure(&desired.device_class, &class_manager).await;
-            if let Some(extended) = &desired.extended_resource_class {
-                class.ensure(extended, &class_manager).await;
-            }
-        },
-    );
-    let fenced = fence.report.errors.is_empty();
-    for fork in [rbac, fence, class] {
+    let mut forks: Vec<Pass<'_>> = Stage::BEFORE_PLUGIN.iter().map(|_| pass.fork()).collect();
+    let written = join_all(forks.iter_mut().zip(Stage::BEFORE_PLUGIN).map(|(fork, stage)| async move {
+        if stage.in_driver_namespace() && !usable {
+            claim_stage(fork, desired, stage);
+            return false;
+        }
+        ensure_stage(fork, desired, stage, &plan.config.name).await
+    }))
+    .await;
+    let mut guarded = true;
+    for ((fork, stage), written) in forks.into_iter().zip(Stage::BEFORE_PLUGIN).zip(written) {
+        usable &= written || !stage.in_driver_namespace();
+        guarded &= fork.report.errors.is_empty() || !stage.guards_plugin();
         pass.join(fork);
     }
     match plan.driver {
         // Keep what runs: a conflict neither updates nor deletes the plugin (that would take it off every node at
         // once), and creates none.
-        Driver::BlockedByConflict => pass.claim(&desired.daemon_set),
-        _ if usable && fenced => {
-            pass.ensure(&desired.daemon_set, MANAGER).await;
+        Driver::BlockedByConflict => claim_stage(pass, desired, Stage::Plugin),
+        _ if usable && guarded => {
+            ensure_stage(pass, desired, Stage::Plugin, &plan.config.name).await;
         }
-        _ => pass.claim(&desired.daemon_set),
+        _ => claim_stage(pass, desired, Stage::Plugin),
+    }
+}
+
+/// Runs `$body` with `$o` bound to the object inside any `Object`.
+macro_rules! with_object {
+    ($object:expr, $o:ident => $body:expr) => {
+        match $object {
+            Object::Namespace($o) => $body,
+            Object::ServiceAccount($o) => $body,
+            Object::ClusterRole($o) => $body,
+            Object::ClusterRoleBinding($o) => $body,
+            Object::AdmissionPolicy($o) => $body,
+            Object::AdmissionPolicyBinding($o) => $body,
+            Object::DeviceClass($o) => $body,
+            Object::DaemonSet($o) => $body,
+            Object::Template($o) => $body,
+        }
+    };
+}
+
+/// Applies the objects of one stage in order; false when a write found its namespace being deleted. DeviceClasses
+/// go under the config's own manager, as several configs may share one.
+async fn ensure_stage(pass: &mut Pass<'_>, desired: &Desired, stage: Stage, config: &str) -> bool {
+    let shared = shared_manager(config);
+    let mut written = true;
+    for object in desired.stage(stage) {
+        let manager = if matches!(object, Object::DeviceClass(_)) { shared.as_str() } else { MANAGER };
+        written &= with_object!(object, o => pass.ensure(o, manager).await);
+    }
+    written
+}
+
+/// Claims the objects of one stage without writing them: what exists is kept as it is.
+fn claim_stage(pass: &mut Pass<'_>, desired: &Desired, stage: Stage) {
+    for object in desired.stage(stage) {
+        with_object!(object, o => pass.claim(o));
     }
 }

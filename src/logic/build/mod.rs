@@ -3,6 +3,7 @@
 mod device_class;
 mod driver;
 mod fence;
+mod order;
 mod templates;
 
 use std::collections::BTreeMap;
@@ -23,12 +24,13 @@ use crate::logic::validate::ValidatedConfig;
 pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
+pub use order::{Object, Stage};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,
 };
 
-/// Everything one config asks for, in apply order.
+/// Everything one config asks for (`in_order` gives the apply order).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     pub namespace: Namespace,
@@ -66,44 +68,6 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
         extended_resource_class: extended_resource_class(config),
         daemon_set: daemon_set(config),
         templates,
-    }
-}
-
-impl Desired {
-    /// The objects as one multi-document YAML stream, in apply order.
-    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
-        let mut out = String::new();
-        let mut push = |object: &dyn erased::Yaml| -> Result<(), serde_yaml::Error> {
-            out.push_str("---\n");
-            out.push_str(&object.yaml()?);
-            Ok(())
-        };
-        push(&self.namespace)?;
-        push(&self.service_account)?;
-        push(&self.cluster_role)?;
-        push(&self.cluster_role_binding)?;
-        push(&self.admission_policy)?;
-        push(&self.admission_policy_binding)?;
-        push(&self.device_class)?;
-        if let Some(class) = &self.extended_resource_class {
-            push(class)?;
-        }
-        push(&self.daemon_set)?;
-        for template in &self.templates {
-            push(template)?;
-        }
-        Ok(out)
-    }
-}
-
-mod erased {
-    pub trait Yaml {
-        fn yaml(&self) -> Result<String, serde_yaml::Error>;
-    }
-    impl<T: serde::Serialize> Yaml for T {
-        fn yaml(&self) -> Result<String, serde_yaml::Error> {
-            serde_yaml::to_string(self)
-        }
     }
 }
 

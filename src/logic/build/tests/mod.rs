@@ -259,6 +259,19 @@ fn shared_objects_carry_a_non_controller_owner_reference() {
 }
 
 #[test]
+fn objects_go_stage_by_stage() {
+    let cfg = config_with(json!({"extendedResourceName": "aws.amazon.com/neuron",
+        "profiles": [{"name": "a", "training": {"devices": 4}}]}));
+    let desired = build(&cfg, &["ns1".to_string(), "ns2".to_string()]);
+    let stages: Vec<Stage> = desired.in_order().into_iter().map(|(stage, _)| stage).collect();
+    assert!(stages.is_sorted(), "{stages:?}");
+    assert!(Stage::BEFORE_PLUGIN.is_sorted());
+    assert!(Stage::BEFORE_PLUGIN.iter().all(|stage| *stage > Stage::Namespace && *stage < Stage::Plugin));
+    assert_eq!(desired.stage(Stage::Class).len(), 2, "the extended resource's class too");
+    assert_eq!(desired.stage(Stage::Templates).len(), 2);
+}
+
+#[test]
 fn render_output_is_deterministic_and_in_apply_order() {
     let cfg = config(json!([{"name": "a", "training": {"devices": 4}}]));
     let first = build(&cfg, &["ns1".to_string()]).to_yaml().unwrap();
