@@ -146,5 +146,15 @@ pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {
     if let Some(bad) = namespaces.iter().find(|ns| !crate::api::DNS_LABEL.is_match(ns)) {
         return Err(RenderError(vec![problem("--namespace", format!("{bad:?} is not a valid namespace name"))]).into());
     }
-    Ok(crate::logic::build::build(&validated, namespaces).to_yaml()?)
+    // Budgets of the namespaces a budget names (a selector needs the cluster), the first budget winning.
+    let mut budgets: Vec<(String, i64)> = Vec::new();
+    for quota in &validated.spec.quotas {
+        for namespace in &quota.namespaces {
+            if !budgets.iter().any(|(known, _)| known == namespace) {
+                budgets.push((namespace.clone(), quota.devices));
+            }
+        }
+    }
+    budgets.sort();
+    Ok(crate::logic::build::build(&validated, namespaces).with_quotas(&validated, &budgets).to_yaml()?)
 }

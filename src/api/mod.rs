@@ -5,7 +5,8 @@
 //! `validate`.
 //!
 //! Files by concern: the spec's root here, `driver` (the plugin DaemonSet), `profiles` (workload profiles),
-//! `rollout` and `remediation` (their policies and status), `status` (what the operator observed).
+//! `rollout` and `remediation` (their policies and status), `quotas` (device budgets per team), `status` (what the
+//! operator observed).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, KubeSchema};
@@ -16,12 +17,14 @@ use validator::Validate;
 mod driver;
 pub mod labels;
 mod profiles;
+mod quotas;
 mod remediation;
 mod rollout;
 mod status;
 
 pub use driver::*;
 pub use profiles::*;
+pub use quotas::*;
 pub use remediation::*;
 pub use rollout::*;
 pub use status::*;
@@ -71,6 +74,7 @@ pub const MAX_FALLBACKS: usize = 7;
     printcolumn(name = "Healthy", type_ = "integer", json_path = ".status.devices.healthy"),
     printcolumn(name = "Templates", type_ = "integer", json_path = ".status.templates.count"),
     printcolumn(name = "Room", type_ = "integer", json_path = ".status.templates.minAvailable"),
+    printcolumn(name = "At Quota", type_ = "integer", json_path = ".status.teamSummary.atQuota", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("!has(self.spec.extendedResourceName) || size(self.spec.deviceClassName) <= 245").message("spec.deviceClassName: must be at most 245 characters with extendedResourceName (the extra DeviceClass is named devices.<deviceClassName>)"),
     validation = Rule::new("size(self.metadata.name) <= 40").message("metadata.name: must be at most 40 characters (it names the plugin DaemonSet)"),
@@ -119,6 +123,13 @@ pub struct NeuronDRAConfigSpec {
     #[validate(length(max = 64), nested)]
     pub profiles: Vec<Profile>,
 
+    /// Device budgets per team namespace, each written as a ResourceQuota `neuron-dra-<config>` in the namespace
+    /// (a quota of its own: one the team already has is left alone). Status `teams` shows each namespace's use and
+    /// how many more claims of each template fit. A namespace named or selected by two budgets gets the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[validate(length(max = 64), nested)]
+    pub quotas: Vec<DeviceQuota>,
+
     /// Stops every write for this config (operands are left as they are); the phase shows `Paused`.
     #[serde(default)]
     pub paused: bool,
@@ -132,7 +143,7 @@ pub struct NeuronDRAConfigSpec {
     pub remediation: Option<RemediationPolicy>,
 }
 
-fn validate_namespace_names(names: &[String]) -> Result<(), validator::ValidationError> {
+pub(crate) fn validate_namespace_names(names: &[String]) -> Result<(), validator::ValidationError> {
     match names.iter().find(|name| name.len() > 63 || !DNS_LABEL.is_match(name)) {
         Some(bad) => Err(validator::ValidationError::new("namespace")
             .with_message(format!("{bad:?} is not a valid namespace name (DNS label)").into())),

@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{RemediationStatus, RolloutStatus, VersionCount};
+use super::{RemediationStatus, RolloutStatus, TeamStatus, TeamSummary, VersionCount};
 
 /// Observed state, written by the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -56,6 +56,14 @@ pub struct NeuronDRAConfigStatus {
     /// Templates per profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<ProfileStatus>,
+
+    /// Each team namespace with a budget (`spec.quotas`): budget, use and room, by namespace (bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub teams: Vec<TeamStatus>,
+
+    /// Totals over `teams`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_summary: Option<TeamSummary>,
 
     /// The remediation policy at work, with `spec.remediation`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

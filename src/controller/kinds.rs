@@ -45,6 +45,7 @@ macro_rules! owned_kinds {
                 => admission_policy_bindings: cluster, Owner, Delete, true;
             k8s_openapi::api::apps::v1::DaemonSet => daemon_sets: namespaced, Owner, Delete, true;
             k8s_openapi::api::resource::v1::ResourceClaimTemplate => templates: namespaced, Owner, Delete, false;
+            k8s_openapi::api::core::v1::ResourceQuota => resource_quotas: namespaced, Owner, Delete, false;
         }
     };
 }
@@ -145,7 +146,8 @@ mod tests {
         let yaml = "apiVersion: neurondra.io/v1alpha1\nkind: NeuronDRAConfig\nmetadata: {name: pool}\n\
                     spec: {profiles: [{name: p, training: {devices: 4}}]}";
         let config = crate::logic::validate::validate(&crate::cli::parse_config(yaml).unwrap()).unwrap();
-        let desired = crate::logic::build::build(&config, &["team".to_string()]);
+        let desired =
+            crate::logic::build::build(&config, &["team".to_string()]).with_quotas(&config, &[("team".into(), 8)]);
         let mut applied: Vec<String> = Vec::new();
         for (_, object) in desired.in_order() {
             let kind = serde_json::to_value(object).unwrap()["kind"].as_str().unwrap().to_string();
@@ -162,6 +164,6 @@ mod tests {
         assert_eq!(DRIVER_OBJECTS, 6);
         let kinds: Vec<String> = owned().into_iter().map(|k| k.kind).collect();
         assert_eq!(kinds.first().map(String::as_str), Some("DeviceClass"), "released last");
-        assert_eq!(kinds.last().map(String::as_str), Some("ResourceClaimTemplate"), "deleted first");
+        assert_eq!(kinds.last().map(String::as_str), Some("ResourceQuota"), "deleted first");
     }
 }

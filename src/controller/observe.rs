@@ -1,18 +1,21 @@
 //! The `Observation` the status is computed from: what the plan decided, what the pass did and what the caches
 //! show of the plugin's DaemonSet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::ResourceExt;
 
 use super::Stores;
 use super::act::operands::{Operand, key};
 use super::act::report::Report;
 use super::plan::{Driver, Plan};
-use crate::api::{DriverStatus, ProfileStatus};
+use crate::api::{DriverStatus, ProfileStatus, TeamStatus, TeamSummary, TemplateCapacity};
 use crate::cluster::taint_rule::KIND as TAINT_RULE;
+use crate::logic::build::device_quota_key;
 use crate::logic::status::{Observation, Rollout, Validity};
+use crate::logic::teams::{Budget, charge};
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
 pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
@@ -32,6 +35,8 @@ pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -
         health: None,
         capacity: Vec::new(),
         remediation: None,
+        teams: Vec::new(),
+        team_summary: None,
     }
 }
 
@@ -133,5 +138,36 @@ pub fn observation(
         health: None,
         capacity: Vec::new(),
         remediation: plan.remediation.status(&config.name, &failed),
+        teams: Vec::new(),
+        team_summary: None,
     }
+}
+
+/// The team namespaces' budgets, what their ResourceQuotas report as used, and their room given the cluster's
+/// (`capacity`); no summary without budgets.
+pub fn teams(plan: &Plan, stores: &Stores, capacity: &[TemplateCapacity]) -> (Vec<TeamStatus>, Option<TeamSummary>) {
+    if plan.desired.quotas.is_empty() {
+        return (Vec::new(), None);
+    }
+    let class = &plan.config.spec.device_class_name;
+    let quota_key = device_quota_key(class);
+    let budgets: Vec<Budget> = plan
+        .desired
+        .quotas
+        .iter()
+        .map(|quota| {
+            let namespace = quota.namespace().unwrap_or_default();
+            let hard = quota.spec.as_ref().and_then(|s| s.hard.as_ref()).and_then(|h| h.get(&quota_key));
+            let cached = ResourceQuota::cached(stores, &quota.name_any(), Some(&namespace));
+            let used = cached.as_ref().and_then(|q| q.status.as_ref()?.used.as_ref()?.get(&quota_key)?.0.parse().ok());
+            Budget { namespace, hard: hard.and_then(|h| h.0.parse().ok()).unwrap_or(0), used }
+        })
+        .collect();
+    let mut templates: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+    for template in &plan.desired.templates {
+        let namespace = template.namespace().unwrap_or_default();
+        templates.entry(namespace).or_default().push((template.name_any(), charge(template, class)));
+    }
+    let (teams, summary) = crate::logic::teams::teams(&budgets, &templates, capacity);
+    (teams, Some(summary))
 }

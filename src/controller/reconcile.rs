@@ -241,6 +241,7 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
         events::Pass { plan: &plan, report: &report, step, previous, assessment: &assessment, rules, classes_missing };
     let events = events::of_pass(ctx, &pass);
     observation.capacity = snapshot.capacity(&plan.config);
+    (observation.teams, observation.team_summary) = observe::teams(&plan, &ctx.stores, &observation.capacity);
     observation.health = Some(assessment.health);
     record_gauges(ctx, &plan, config, &observation, &report);
     // The events go out while the status is written: they are not what a user waits for.

@@ -10,5 +10,6 @@ pub mod nodes;
 pub mod remediation;
 pub mod rollout;
 pub mod status;
+pub mod teams;
 pub mod text;
 pub mod validate;

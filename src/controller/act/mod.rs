@@ -21,10 +21,13 @@ use report::Report;
 /// Carries out `plan`: every write of one reconcile, and what each did.
 pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
     let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
-    // The driver and the templates do not depend on each other: written at the same time, the DaemonSet
-    // controller sees the plugin while the templates are still being created.
+    // The driver and the templates (with the budgets) do not depend on each other: written at the same time, the
+    // DaemonSet controller sees the plugin while the templates are still being created.
     let mut templates = pass.fork();
-    tokio::join!(install_driver(plan, &mut pass), templates.ensure_templates(&plan.desired.templates));
+    tokio::join!(install_driver(plan, &mut pass), async {
+        templates.ensure_templates(&plan.desired.templates).await;
+        ensure_stage(&mut templates, &plan.desired, Stage::Quotas, &plan.config.name).await;
+    });
     pass.join(templates);
     // Left out for a conflict: this config's own copy stays as it is.
     for template in &plan.kept_templates {
@@ -112,6 +115,7 @@ macro_rules! with_object {
             Object::DeviceClass($o) => $body,
             Object::DaemonSet($o) => $body,
             Object::Template($o) => $body,
+            Object::Quota($o) => $body,
         }
     };
 }

@@ -11,9 +11,10 @@ pub use rollout::Step;
 use std::sync::Arc;
 
 use crate::cluster::taint_rule::TaintRuleView;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -92,7 +93,8 @@ impl Plan {
         let validated = validate(config)?;
         let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
         let conflicts = conflicts_of(config, &validated, stores);
-        let mut desired = build::build(&validated, &namespaces);
+        let budgets = quota_budgets(&validated, &stores.namespaces);
+        let mut desired = build::build(&validated, &namespaces).with_quotas(&validated, &budgets);
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
             .into_iter()
             .partition(|t| conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
@@ -157,9 +159,34 @@ fn target_namespaces(
     config: &ValidatedConfig,
     namespaces: &Store<PartialObjectMeta<Namespace>>,
 ) -> (Vec<String>, Vec<String>) {
+    let templates = &config.spec.templates;
+    let (targets, missing) =
+        matching_namespaces(&templates.namespaces, templates.namespace_selector.as_ref(), namespaces);
+    (targets.into_iter().collect(), missing)
+}
+
+/// The device budget of each namespace a budget names (once it exists) or selects, the first budget winning.
+fn quota_budgets(config: &ValidatedConfig, namespaces: &Store<PartialObjectMeta<Namespace>>) -> Vec<(String, i64)> {
+    let mut budgets = BTreeMap::new();
+    for quota in &config.spec.quotas {
+        let (targets, _) = matching_namespaces(&quota.namespaces, quota.namespace_selector.as_ref(), namespaces);
+        for namespace in targets {
+            budgets.entry(namespace).or_insert(quota.devices);
+        }
+    }
+    budgets.into_iter().collect()
+}
+
+/// The namespaces of `names` that exist and every namespace `selector` matches, none terminating; and the names
+/// that do not exist.
+fn matching_namespaces(
+    names: &[String],
+    selector: Option<&LabelSelector>,
+    namespaces: &Store<PartialObjectMeta<Namespace>>,
+) -> (BTreeSet<String>, Vec<String>) {
     let mut targets = BTreeSet::new();
     let mut missing = Vec::new();
-    for name in &config.spec.templates.namespaces {
+    for name in names {
         match namespaces.get(&ObjectRef::new(name)) {
             Some(ns) if !terminating(&ns) => {
                 targets.insert(name.clone());
@@ -168,14 +195,14 @@ fn target_namespaces(
             None => missing.push(name.clone()),
         }
     }
-    if let Some(selector) = &config.spec.templates.namespace_selector {
+    if let Some(selector) = selector {
         for ns in namespaces.state() {
             if !terminating(&ns) && nodes::selector_matches(Some(selector), ns.labels()) {
                 targets.insert(ns.name_any());
             }
         }
     }
-    (targets.into_iter().collect(), missing)
+    (targets, missing)
 }
 
 /// What a config asks of the cluster, for conflict checks against the others.

@@ -137,6 +137,7 @@ impl World {
                 admission_policies: store(self.admission_policies.clone()),
                 admission_policy_bindings: store(self.admission_policy_bindings.clone()),
                 device_classes: store(self.device_classes.clone()),
+                resource_quotas: store(Vec::new()),
             },
             slices: store(self.slices.clone()),
             efa_slices: store(Vec::<SliceView>::new()),

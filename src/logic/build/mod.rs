@@ -4,13 +4,14 @@ mod device_class;
 mod driver;
 mod fence;
 mod order;
+mod quotas;
 mod templates;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -25,6 +26,7 @@ pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
 pub use order::{Object, Stage};
+pub use quotas::{device_quota_key, quota_name, resource_quota};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,
@@ -46,9 +48,11 @@ pub struct Desired {
     pub daemon_set: DaemonSet,
     /// Sorted by namespace, then in profile order.
     pub templates: Vec<ResourceClaimTemplate>,
+    /// The device budgets (`spec.quotas`), by namespace.
+    pub quotas: Vec<ResourceQuota>,
 }
 
-/// Builds every object for `config`, with templates in each of `namespaces`.
+/// Builds every object for `config`, with templates in each of `namespaces` and no budgets (`with_quotas` adds them).
 pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
     let mut namespaces: Vec<&String> = namespaces.iter().collect();
     namespaces.sort();
@@ -68,6 +72,15 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
         extended_resource_class: extended_resource_class(config),
         daemon_set: daemon_set(config),
         templates,
+        quotas: Vec::new(),
+    }
+}
+
+impl Desired {
+    /// Adds a ResourceQuota for each `(namespace, devices)` budget.
+    pub fn with_quotas(mut self, config: &ValidatedConfig, budgets: &[(String, i64)]) -> Desired {
+        self.quotas = budgets.iter().map(|(namespace, devices)| resource_quota(config, namespace, *devices)).collect();
+        self
     }
 }
 

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use serde::Serialize;
@@ -11,7 +11,8 @@ use serde::Serialize;
 use super::Desired;
 
 /// When an object is written, in this order. The stages between `Namespace` and `Plugin` are written at the same
-/// time, each in the order of its objects; the templates go beside all of them.
+/// time, each in the order of its objects; the templates and
+/// budgets go beside all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
     /// The driver namespace: nothing can be written into it before it exists.
@@ -29,6 +30,8 @@ pub enum Stage {
     Plugin,
     /// The templates: no object waits for them, nor they for one.
     Templates,
+    /// The device budgets, beside the templates.
+    Quotas,
 }
 
 impl Stage {
@@ -59,6 +62,7 @@ pub enum Object<'a> {
     DeviceClass(&'a DeviceClass),
     DaemonSet(&'a DaemonSet),
     Template(&'a ResourceClaimTemplate),
+    Quota(&'a ResourceQuota),
 }
 
 impl Desired {
@@ -76,6 +80,7 @@ impl Desired {
         objects.extend(self.extended_resource_class.iter().map(|class| (Stage::Class, Object::DeviceClass(class))));
         objects.push((Stage::Plugin, Object::DaemonSet(&self.daemon_set)));
         objects.extend(self.templates.iter().map(|template| (Stage::Templates, Object::Template(template))));
+        objects.extend(self.quotas.iter().map(|quota| (Stage::Quotas, Object::Quota(quota))));
         objects
     }
 

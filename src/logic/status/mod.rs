@@ -12,7 +12,7 @@ pub use driver::driver_condition;
 
 use crate::api::{
     DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, RemediationStatus,
-    TaintRuleSummary, TemplateCapacity, TemplateSummary, UnhealthyDevice,
+    TaintRuleSummary, TeamStatus, TeamSummary, TemplateCapacity, TemplateSummary, UnhealthyDevice,
 };
 
 /// Whether the spec can be acted on.
@@ -103,6 +103,9 @@ pub struct Observation {
     pub capacity: Vec<TemplateCapacity>,
     /// What the remediation policy does (None without one).
     pub remediation: Option<RemediationStatus>,
+    /// The team namespaces' budgets, use and room (`logic::teams`), and their totals (None without budgets).
+    pub teams: Vec<TeamStatus>,
+    pub team_summary: Option<TeamSummary>,
 }
 
 pub fn compute(
@@ -259,6 +262,8 @@ pub fn compute(
             })
             .collect(),
         remediation: observed.remediation.clone(),
+        teams: observed.teams.clone(),
+        team_summary: observed.team_summary.clone(),
     }
 }
 

@@ -20,6 +20,8 @@ fn observation() -> Observation {
         health: None,
         capacity: Vec::new(),
         remediation: None,
+        teams: Vec::new(),
+        team_summary: None,
     }
 }
 

@@ -259,16 +259,42 @@ fn shared_objects_carry_a_non_controller_owner_reference() {
 }
 
 #[test]
+fn a_budget_caps_the_class_and_with_an_extended_resource_its_pods_too() {
+    let plain = config(json!([{"name": "a", "training": {"devices": 4}}]));
+    let quota = build(&plain, &[]).with_quotas(&plain, &[("team-a".into(), 16)]).quotas.remove(0);
+    let meta = &quota.metadata;
+    assert_eq!((meta.name.as_deref(), meta.namespace.as_deref()), (Some("neuron-dra-pool"), Some("team-a")));
+    let hard = |q: &k8s_openapi::api::core::v1::ResourceQuota| {
+        q.spec.clone().unwrap().hard.unwrap().into_iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>()
+    };
+    assert_eq!(hard(&quota), [("neuron.aws.com.deviceclass.resource.k8s.io/devices".into(), "16".into())]);
+    assert!(quota.spec.unwrap().scopes.is_none(), "a scoped quota never matches claims");
+    assert_eq!(quota.metadata.labels.unwrap()[LABEL_CONFIG], "pool");
+    let extended = config_with(json!({"extendedResourceName": "aws.amazon.com/neuron",
+        "profiles": [{"name": "a", "training": {"devices": 4}}]}));
+    let quota = build(&extended, &[]).with_quotas(&extended, &[("team-a".into(), 8)]).quotas.remove(0);
+    assert_eq!(
+        hard(&quota),
+        [
+            ("devices.neuron.aws.com.deviceclass.resource.k8s.io/devices".to_string(), "8".to_string()),
+            ("neuron.aws.com.deviceclass.resource.k8s.io/devices".to_string(), "8".to_string()),
+            ("requests.aws.amazon.com/neuron".to_string(), "8".to_string()),
+        ]
+    );
+}
+
+#[test]
 fn objects_go_stage_by_stage() {
     let cfg = config_with(json!({"extendedResourceName": "aws.amazon.com/neuron",
         "profiles": [{"name": "a", "training": {"devices": 4}}]}));
-    let desired = build(&cfg, &["ns1".to_string(), "ns2".to_string()]);
+    let desired = build(&cfg, &["ns1".to_string(), "ns2".to_string()]).with_quotas(&cfg, &[("ns1".into(), 8)]);
     let stages: Vec<Stage> = desired.in_order().into_iter().map(|(stage, _)| stage).collect();
     assert!(stages.is_sorted(), "{stages:?}");
     assert!(Stage::BEFORE_PLUGIN.is_sorted());
     assert!(Stage::BEFORE_PLUGIN.iter().all(|stage| *stage > Stage::Namespace && *stage < Stage::Plugin));
     assert_eq!(desired.stage(Stage::Class).len(), 2, "the extended resource's class too");
     assert_eq!(desired.stage(Stage::Templates).len(), 2);
+    assert_eq!(desired.stage(Stage::Quotas).len(), 1);
 }
 
 #[test]
