@@ -82,6 +82,8 @@ CONTROLLERS="garbage-collector-controller,namespace-controller,daemonset-control
 CONTROLLERS+=",deployment-controller,replicaset-controller,job-controller"
 CONTROLLERS+=",serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller"
 CONTROLLERS+=",clusterrole-aggregation-controller,resourceclaim-controller,device-taint-eviction-controller"
+# Counts what ResourceQuotas cap (the teams' device budgets): until it has, quota admission refuses every claim.
+CONTROLLERS+=",resourcequota-controller"
 # EndpointSlices, for what finds pods through a Service as Prometheus does (the chart's `helm test`); PDB status,
 # without which the eviction API refuses every pod a PodDisruptionBudget covers.
 CONTROLLERS+=",endpointslice-controller,disruption-controller"

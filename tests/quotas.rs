@@ -1,0 +1,190 @@
+//! Device budgets per team on the real API server: the operator writes a ResourceQuota of its own into the team's
+//! namespace; the API server's quota admission refuses the claim of a pod past the budget (the resourceclaim
+//! controller reports it on the pod); the status shows hard, used and the room that fits both the budget and the
+//! cluster; removing the budget removes the quota and leaves the team's own quota alone. On 1.36 and later, a
+//! budget also caps pods that ask for the extended resource.
+
+mod support {
+    pub mod allocation;
+    pub mod cluster;
+    pub mod fleet;
+    pub mod scenario;
+}
+
+use k8s_openapi::api::core::v1::{Event, Pod, ResourceQuota, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
+use neuron_dra_operator::api::{NeuronDRAConfigStatus, TeamStatus};
+use serde_json::json;
+use support::allocation::{create_pod, wait_scheduled, workload_pod};
+use support::cluster::eventually;
+use support::fleet::Fleet;
+use support::scenario::TIMEOUT;
+
+fn team<'a>(status: &'a NeuronDRAConfigStatus, namespace: &str) -> Option<&'a TeamStatus> {
+    status.teams.iter().find(|t| t.namespace == namespace)
+}
+
+/// (charge, fits) of a template in a team's room.
+fn room(team: &TeamStatus, template: &str) -> Option<(i64, i64)> {
+    team.room.iter().find(|r| r.template == template).map(|r| (r.charge, r.fits))
+}
+
+fn hard(quota: &ResourceQuota) -> Vec<(String, String)> {
+    let hard = quota.spec.as_ref().and_then(|s| s.hard.clone()).unwrap_or_default();
+    hard.into_iter().map(|(k, v)| (k, v.0)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_past_its_budget_gets_its_claim_refused_and_sees_why() {
+    let f = Fleet::start("quota", &[("trn2.48xlarge", 1)]).await;
+    let s = &f.scenario;
+    let client = &s.client;
+    let namespace = s.namespace("team", &[]).await;
+    let selected_label = format!("{}-b", s.id);
+    let selected = s.namespace("team-b", &[("team", &selected_label)]).await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &namespace);
+    // The team's own quota: never touched.
+    let own: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "team-own"}, "spec": {"hard": {"count/configmaps": "100"}},
+    }))
+    .unwrap();
+    let own = quotas.create(&PostParams::default(), &own).await.unwrap();
+
+    let spec = |budget: bool| {
+        let mut spec = json!({
+            "nodeSelector": f.node_selector(), "templates": {"namespaces": [namespace]},
+            "profiles": [{"name": "quad", "training": {"devices": 4}}],
+        });
+        if budget {
+            spec["quotas"] = json!([
+                {"namespaces": [namespace], "devices": 8},
+                {"namespaceSelector": {"matchLabels": {"team": selected_label}}, "devices": 4},
+            ]);
+        }
+        spec
+    };
+    s.apply(&s.config(&s.id, spec(true))).await.unwrap();
+    let name = format!("neuron-dra-{}", s.id);
+    let ours = eventually(TIMEOUT, "the budget's quota", || async { quotas.get_opt(&name).await.unwrap() }).await;
+    assert_eq!(hard(&ours), [("neuron.aws.com.deviceclass.resource.k8s.io/devices".to_string(), "8".to_string())]);
+    assert_eq!(ours.metadata.labels.unwrap()["neurondra.io/config"], s.id);
+    // A namespace the selector matches gets its own, and loses it when it stops matching.
+    let selected_quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &selected);
+    let theirs = eventually(TIMEOUT, "the selected namespace's quota", || async {
+        selected_quotas.get_opt(&name).await.unwrap()
+    })
+    .await;
+    assert_eq!(hard(&theirs)[0].1, "4");
+    s.label_namespace(&selected, "team", None).await;
+    eventually(TIMEOUT, "the unselected namespace's quota deleted", || async {
+        selected_quotas.get_opt(&name).await.unwrap().is_none().then_some(())
+    })
+    .await;
+
+    // Counted by Kubernetes: 8 devices of budget, 4 a claim, 4 groups of 4 free on the node.
+    let status = f.wait_status("the team counted", |st| team(st, &namespace).is_some_and(|t| t.used == Some(0))).await;
+    let t = team(&status, &namespace).unwrap();
+    assert_eq!((t.hard, room(t, "quad")), (8, Some((4, 2))), "{t:?}");
+    assert_eq!(status.team_summary.as_ref().map(|s| (s.namespaces, s.at_quota)), Some((1, 0)));
+
+    for pod in ["a", "b"] {
+        create_pod(client, &namespace, &workload_pod(pod, "quad", &f.pod_affinity())).await;
+        wait_scheduled(client, &namespace, pod).await;
+    }
+    // At its budget while the cluster still has room for two more.
+    let status =
+        f.wait_status("the team at its budget", |st| team(st, &namespace).is_some_and(|t| t.used == Some(8))).await;
+    let t = team(&status, &namespace).unwrap();
+    assert_eq!(room(t, "quad"), Some((4, 0)), "{t:?}");
+    assert_eq!(status.team_summary.as_ref().map(|s| s.at_quota), Some(1));
+    let cluster_room = status.profiles.iter().flat_map(|p| &p.capacity).find(|c| c.template == "quad").unwrap();
+    assert_eq!(cluster_room.available, 2);
+
+    // The third pod's claim is refused by quota admission; the pod stays Pending and says why.
+    create_pod(client, &namespace, &workload_pod("c", "quad", &f.pod_affinity())).await;
+    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    let refused = eventually(TIMEOUT, "the claim refused by quota", || async {
+        let list = events.list(&ListParams::default().fields("involvedObject.name=c")).await.unwrap();
+        list.items.into_iter().find(|e| e.reason.as_deref() == Some("FailedResourceClaimCreation"))
+    })
+    .await;
+    let message = refused.message.unwrap_or_default();
+    assert!(message.contains(&format!("exceeded quota: {name}")), "{message}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    assert!(pods.get("c").await.unwrap().spec.unwrap().node_name.is_none());
+
+    // Without the budget the quota goes, the claim is made on the controller's next try, and the pod runs.
+    s.apply(&s.config(&s.id, spec(false))).await.unwrap();
+    eventually(TIMEOUT, "the budget's quota deleted", || async {
+        quotas.get_opt(&name).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    f.wait_status("no teams", |st| st.teams.is_empty() && st.team_summary.is_none()).await;
+    wait_scheduled(client, &namespace, "c").await;
+    let kept = quotas.get("team-own").await.unwrap();
+    assert_eq!(kept.metadata.uid, own.metadata.uid);
+    let managers: Vec<String> =
+        kept.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
+    assert!(!managers.iter().any(|m| m.starts_with("neuron-dra-operator")), "{managers:?}");
+    assert_eq!(hard(&kept), [("count/configmaps".to_string(), "100".to_string())]);
+    assert!(kept.metadata.labels.is_none_or(|l| !l.contains_key("neurondra.io/config")));
+    f.clear().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_also_caps_pods_that_ask_for_the_extended_resource() {
+    let f = Fleet::start("quotaext", &[]).await;
+    let s = &f.scenario;
+    let version = s.client.apiserver_version().await.unwrap();
+    if version.minor.trim_end_matches('+').parse::<u32>().unwrap() < 36 {
+        // No extended-resource mapping before 1.36: such a config is refused (tests/versions.rs).
+        f.clear().await;
+        return;
+    }
+    let namespace = s.namespace("team", &[]).await;
+    // A class and resource of this test's own, so no other test's pods are served from them.
+    let class = format!("{}.neuron.aws.com", s.id);
+    let resource = format!("neurondra.test/{}", s.id);
+    let spec = json!({
+        "deviceClassName": class, "extendedResourceName": resource,
+        "templates": {"namespaces": [namespace]},
+        "profiles": [{"name": "quad", "training": {"devices": 4}}],
+        "quotas": [{"namespaces": [namespace], "devices": 4}],
+    });
+    s.apply(&s.config(&s.id, spec)).await.unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(s.client.clone(), &namespace);
+    let name = format!("neuron-dra-{}", s.id);
+    let ours = eventually(TIMEOUT, "the budget's quota", || async { quotas.get_opt(&name).await.unwrap() }).await;
+    let four = |key: String| (key, "4".to_string());
+    assert_eq!(
+        hard(&ours),
+        [
+            four(format!("devices.{class}.deviceclass.resource.k8s.io/devices")),
+            four(format!("{class}.deviceclass.resource.k8s.io/devices")),
+            four(format!("requests.{resource}")),
+        ]
+    );
+    eventually(TIMEOUT, "the quota counted", || async {
+        let quota = quotas.get(&name).await.unwrap();
+        quota.status.and_then(|s| s.used).is_some_and(|used| used.len() == 3).then_some(())
+    })
+    .await;
+    let pod = |name: &str, devices: u32| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "registry.example/trainer:1",
+                "resources": {"limits": {resource.as_str(): devices.to_string()}}}]},
+        }))
+        .unwrap()
+    };
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), &namespace);
+    let accounts: Api<ServiceAccount> = Api::namespaced(s.client.clone(), &namespace);
+    eventually(TIMEOUT, "the default ServiceAccount", || async { accounts.get_opt("default").await.unwrap() }).await;
+    let refused = pods.create(&PostParams::default(), &pod("eight", 8)).await.unwrap_err();
+    let refused = refused.to_string();
+    assert!(refused.contains(&format!("exceeded quota: {name}")), "{refused}");
+    assert!(refused.contains(&format!("requests.{resource}")), "{refused}");
+    pods.create(&PostParams::default(), &pod("four", 4)).await.unwrap();
+    s.delete_config(&s.id).await;
+    f.clear().await;
+}
