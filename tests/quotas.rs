@@ -82,23 +82,32 @@ async fn a_team_past_its_budget_gets_its_claim_refused_and_sees_why() {
     .await;
 
     // Counted by Kubernetes: 8 devices of budget, 4 a claim, 4 groups of 4 free on the node.
-    let status = f.wait_status("the team counted", |st| team(st, &namespace).is_some_and(|t| t.used == Some(0))).await;
-    let t = team(&status, &namespace).unwrap();
-    assert_eq!((t.hard, room(t, "quad")), (8, Some((4, 2))), "{t:?}");
+    let status = f
+        .wait_status("the team counted", |st| {
+            st.teams.len() == 1
+                && team(st, &namespace).is_some_and(|t| t.used == Some(0) && room(t, "quad") == Some((4, 2)))
+        })
+        .await;
+    assert_eq!(team(&status, &namespace).unwrap().hard, 8);
     assert_eq!(status.team_summary.as_ref().map(|s| (s.namespaces, s.at_quota)), Some((1, 0)));
 
     for pod in ["a", "b"] {
         create_pod(client, &namespace, &workload_pod(pod, "quad", &f.pod_affinity())).await;
         wait_scheduled(client, &namespace, pod).await;
     }
-    // At its budget while the cluster still has room for two more.
-    let status =
-        f.wait_status("the team at its budget", |st| team(st, &namespace).is_some_and(|t| t.used == Some(8))).await;
+    // At its budget while the cluster still has room for two more (the quota counts a claim when it is made, the
+    // capacity once it is allocated).
+    let quad_room = |st: &NeuronDRAConfigStatus| {
+        st.profiles.iter().flat_map(|p| &p.capacity).find(|c| c.template == "quad").map(|c| c.available)
+    };
+    let status = f
+        .wait_status("the team at its budget", |st| {
+            team(st, &namespace).is_some_and(|t| t.used == Some(8)) && quad_room(st) == Some(2)
+        })
+        .await;
     let t = team(&status, &namespace).unwrap();
     assert_eq!(room(t, "quad"), Some((4, 0)), "{t:?}");
     assert_eq!(status.team_summary.as_ref().map(|s| s.at_quota), Some(1));
-    let cluster_room = status.profiles.iter().flat_map(|p| &p.capacity).find(|c| c.template == "quad").unwrap();
-    assert_eq!(cluster_room.available, 2);
 
     // The third pod's claim is refused by quota admission; the pod stays Pending and says why.
     create_pod(client, &namespace, &workload_pod("c", "quad", &f.pod_affinity())).await;
@@ -172,7 +181,9 @@ async fn a_budget_also_caps_pods_that_ask_for_the_extended_resource() {
     let pod = |name: &str, devices: u32| -> Pod {
         serde_json::from_value(json!({
             "metadata": {"name": name},
-            "spec": {"containers": [{"name": "main", "image": "registry.example/trainer:1",
+            // Admission is what is tested: kept off every node, so it holds no other test's devices.
+            "spec": {"nodeSelector": {"neurondra.io/no-such-node": "true"},
+                "containers": [{"name": "main", "image": "registry.example/trainer:1",
                 "resources": {"limits": {resource.as_str(): devices.to_string()}}}]},
         }))
         .unwrap()
