@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use neuron_dra_operator::api::{DeviceSummary, DriverStatus, NeuronDRAConfigStatus, TemplateSummary};
+use neuron_dra_operator::api::{DeviceSummary, DriverStatus, NeuronDRAConfigStatus, TeamStatus, TemplateSummary};
 use neuron_dra_operator::runtime::telemetry::{ConfigLabels, ErrorLabels, Metrics, TemplateLabels};
 use serde_json::Value;
 use support::cluster::{self, repo};
@@ -125,6 +125,7 @@ fn exported() -> BTreeSet<String> {
             devices: Some(DeviceSummary::default()),
             templates: Some(TemplateSummary::default()),
             conditions: vec![condition],
+            teams: vec![TeamStatus { namespace: "team".into(), hard: 8, used: Some(0), room: Vec::new() }],
             ..Default::default()
         },
     );

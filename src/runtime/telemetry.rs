@@ -1,11 +1,12 @@
 //! Logs, Prometheus metrics, the client's request counters, and the readiness `/readyz` reports (`server` serves
 //! them).
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::api::{NeuronDRAConfigStatus, TemplateCapacity};
+use crate::api::{NeuronDRAConfigStatus, TeamStatus, TemplateCapacity};
 use crate::logic::validate::ValidatedConfig;
 use kube::client::Body;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -25,6 +26,12 @@ pub struct ConditionLabels {
     pub config: String,
     /// Ready, ConfigValid, DriverReady, TemplatesReady, DevicesHealthy.
     pub condition: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TeamLabels {
+    pub config: String,
+    pub namespace: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -69,6 +76,10 @@ pub struct Metrics {
     pub remediation_failing_nodes: Family<ConfigLabels, Gauge>,
     pub remediated_nodes: Family<ConfigLabels, Gauge>,
     pub remediation_held_back_nodes: Family<ConfigLabels, Gauge>,
+    pub team_quota_devices: Family<TeamLabels, Gauge>,
+    pub team_used_devices: Family<TeamLabels, Gauge>,
+    /// The team namespaces each config has series for, so that one dropped from its status loses them.
+    team_namespaces: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Every gauge labelled by config alone.
     per_config: Vec<Family<ConfigLabels, Gauge>>,
 }
@@ -144,6 +155,18 @@ impl Default for Metrics {
             "remediation_held_back_nodes",
             "Failing nodes a config's remediation leaves untainted because its budget is spent",
         );
+        let team_quota_devices = Family::<TeamLabels, Gauge>::default();
+        let team_used_devices = Family::<TeamLabels, Gauge>::default();
+        registry.register(
+            "team_quota_devices",
+            "A team namespace's device budget (spec.quotas), per config",
+            team_quota_devices.clone(),
+        );
+        registry.register(
+            "team_used_devices",
+            "Devices the claims of a team namespace hold, as its budget's ResourceQuota counts them",
+            team_used_devices.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -165,6 +188,9 @@ impl Default for Metrics {
             remediation_failing_nodes,
             remediated_nodes,
             remediation_held_back_nodes,
+            team_quota_devices,
+            team_used_devices,
+            team_namespaces: Mutex::default(),
             per_config,
         }
     }
@@ -191,6 +217,27 @@ impl Metrics {
             };
             self.template_available.remove(&labels);
             self.template_allocated.remove(&labels);
+        }
+        self.record_teams(config, &[]);
+    }
+
+    /// The budget gauges of a config's team namespaces; those no longer listed lose their series.
+    fn record_teams(&self, config: &str, teams: &[TeamStatus]) {
+        let mut known = self.team_namespaces.lock().expect("not poisoned");
+        let listed: BTreeSet<String> = teams.iter().map(|t| t.namespace.clone()).collect();
+        let labels = |namespace: &str| TeamLabels { config: config.into(), namespace: namespace.into() };
+        for gone in known.get(config).into_iter().flatten().filter(|ns| !listed.contains(*ns)) {
+            self.team_quota_devices.remove(&labels(gone));
+            self.team_used_devices.remove(&labels(gone));
+        }
+        for team in teams {
+            self.team_quota_devices.get_or_create(&labels(&team.namespace)).set(team.hard);
+            self.team_used_devices.get_or_create(&labels(&team.namespace)).set(team.used.unwrap_or(0));
+        }
+        if listed.is_empty() {
+            known.remove(config);
+        } else {
+            known.insert(config.to_string(), listed);
         }
     }
 
@@ -236,6 +283,7 @@ impl Metrics {
             let labels = ConditionLabels { config: config.to_string(), condition: condition.type_.clone() };
             self.condition.get_or_create(&labels).set(i64::from(condition.status == "True"));
         }
+        self.record_teams(config, &status.teams);
     }
 
     /// Counts one outgoing API request.

@@ -96,6 +96,37 @@ fn every_per_config_gauge_comes_from_the_status() {
 }
 
 #[test]
+fn team_gauges_follow_the_listed_teams_and_go_with_the_config() {
+    use crate::api::TeamStatus;
+    let team = |namespace: &str, hard: i64, used: Option<i64>| TeamStatus {
+        namespace: namespace.into(),
+        hard,
+        used,
+        room: Vec::new(),
+    };
+    let metrics = Metrics::default();
+    let status =
+        NeuronDRAConfigStatus { teams: vec![team("a", 16, Some(8)), team("b", 4, None)], ..Default::default() };
+    metrics.record_status("pool", &status);
+    let text = metrics.encode();
+    for line in [
+        "neuron_dra_operator_team_quota_devices{config=\"pool\",namespace=\"a\"} 16",
+        "neuron_dra_operator_team_used_devices{config=\"pool\",namespace=\"a\"} 8",
+        "neuron_dra_operator_team_quota_devices{config=\"pool\",namespace=\"b\"} 4",
+        "neuron_dra_operator_team_used_devices{config=\"pool\",namespace=\"b\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+    }
+    // b loses its budget: its series go, a's stay.
+    metrics.record_status("pool", &NeuronDRAConfigStatus { teams: vec![team("a", 16, Some(8))], ..Default::default() });
+    let text = metrics.encode();
+    assert!(!text.contains("namespace=\"b\""), "{text}");
+    assert!(text.contains("neuron_dra_operator_team_quota_devices{config=\"pool\",namespace=\"a\"} 16"));
+    metrics.forget("pool", None);
+    assert!(!metrics.encode().contains("namespace=\"a\""));
+}
+
+#[test]
 fn requests_are_counted_by_verb_and_resource() {
     let metrics = Metrics::default();
     let request = |method: http::Method, uri: &str| {
