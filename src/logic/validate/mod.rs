@@ -101,6 +101,13 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
     check_extended_resource(config.spec.extended_resource_name.as_deref(), &config.spec.device_class_name, &mut errors);
     check_selector("spec.nodeSelector", config.spec.node_selector.as_ref(), &mut errors);
     check_selector("spec.templates.namespaceSelector", config.spec.templates.namespace_selector.as_ref(), &mut errors);
+    for (index, quota) in config.spec.quotas.iter().enumerate() {
+        let path = format!("spec.quotas[{index}]");
+        if quota.namespaces.is_empty() && quota.namespace_selector.is_none() {
+            errors.push(FieldError::new(&path, "set namespaces, namespaceSelector or both"));
+        }
+        check_selector(&format!("{path}.namespaceSelector"), quota.namespace_selector.as_ref(), &mut errors);
+    }
     // The rollout and remediation policies' CEL rules.
     errors.extend(crate::api::rollout_problems(&config.spec.driver).into_iter().map(|(p, r)| FieldError::new(p, r)));
     let remediation = crate::api::remediation_problems(config.spec.remediation.as_ref());
