@@ -90,6 +90,32 @@ fn namespace_flags_replace_the_configs_namespaces() {
 }
 
 #[test]
+fn budgets_render_as_resource_quotas_for_the_namespaces_they_name() {
+    let file = write_temp(
+        "quotas.yaml",
+        "apiVersion: neurondra.io/v1alpha1\nkind: NeuronDRAConfig\nmetadata: {name: x}\nspec:\n  quotas:\n  - {namespaces: [team-b, team-a], devices: 16}\n  - {namespaces: [team-a], devices: 4}\n  - {namespaceSelector: {matchLabels: {team: c}}, devices: 2}\n",
+    );
+    let out = run(&["render", "-f", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let quotas: Vec<serde_yaml::Value> = text
+        .split("---\n")
+        .filter(|d| d.contains("kind: ResourceQuota"))
+        .map(|d| serde_yaml::from_str(d).unwrap())
+        .collect();
+    // One per named namespace, the first budget winning; a selector needs the cluster.
+    let got: Vec<(&str, &str)> = quotas
+        .iter()
+        .map(|q| {
+            let hard = &q["spec"]["hard"]["neuron.aws.com.deviceclass.resource.k8s.io/devices"];
+            (q["metadata"]["namespace"].as_str().unwrap(), hard.as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(got, [("team-a", "16"), ("team-b", "16")]);
+    assert!(quotas.iter().all(|q| q["metadata"]["name"] == "neuron-dra-x"));
+}
+
+#[test]
 fn fallbacks_render_as_first_available_subrequests() {
     let file = write_temp(
         "fallbacks.yaml",
