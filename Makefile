@@ -53,11 +53,10 @@ chart:
 	cp config/grafana/neuron-dra-operator.json $(CHART)/files/neuron-dra-operator.json
 	$(CARGO) run --locked --quiet --features devtools --bin neuron-dra-devtools -- chart-readme --chart $(CHART)
 
-## The operator image, read from config/manager/kustomization.yaml: the one place it is named.
-IMG_NAME := $(shell awk '$$1 == "newName:" {print $$2}' config/manager/kustomization.yaml)
-IMG_TAG := $(shell awk '$$1 == "newTag:" {print $$2}' config/manager/kustomization.yaml)
-IMG ?= $(IMG_NAME):$(IMG_TAG)
-BUNDLE_IMG ?= $(IMG_NAME)-bundle:v$(IMG_TAG)
+## The operator image, as config/manager/kustomization.yaml names it (the one place; hack/release.sh reads it).
+IMG_TAG := $(shell hack/release.sh ref tag)
+IMG ?= $(shell hack/release.sh ref operator)
+BUNDLE_IMG ?= $(shell hack/release.sh ref bundle)
 CONTAINER_TOOL ?= docker
 
 .PHONY: bundle image bundle-image

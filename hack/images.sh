@@ -23,8 +23,7 @@ CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/images"
 #   stage_pause / stage_busybox   below
 # The operator's reference is the one config/manager/kustomization.yaml names, read from there, so the chart and
 # `kubectl apply -k config/default` run it unchanged.
-OPERATOR_REF="$(awk '$1 == "newName:" { name = $2 } $1 == "newTag:" { tag = $2 } END { print name ":" tag }' \
-  "${REPO_ROOT}/config/manager/kustomization.yaml")"
+OPERATOR_REF="$("${REPO_ROOT}/hack/release.sh" ref operator)"
 IMAGES=(
   "pause localhost/neuron-dra/pause:1 images/pause stage_pause"
   "busybox localhost/neuron-dra/busybox:1.35.0 images/busybox stage_busybox"

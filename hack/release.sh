@@ -10,6 +10,8 @@
 #   hack/release.sh binary ARCH [PROFILE]  build the static operator binary for ARCH (x86_64/amd64, aarch64/arm64)
 #                                          with the cargo PROFILE (default release); print its path
 #   hack/release.sh set-version VERSION    write VERSION into every place that carries it (`make version`)
+#   hack/release.sh ref operator|bundle|tag  print the operator image, the bundle image or the tag, as
+#                                          config/manager/kustomization.yaml names them (the one place they are set)
 #
 # The version lives in Cargo.toml. `set-version` copies it into Cargo.lock, the chart (version and appVersion), the
 # image tag in config/manager/kustomization.yaml and the OLM bundle (regenerated); tests fail when they disagree.
@@ -191,5 +193,13 @@ case "${1:-}" in
   check) release "$(crate_version)" release-check "${2:-target/release-check-dist}" no ;;
   binary) [[ $# -ge 2 ]] || die "usage: $0 binary ARCH [PROFILE]"; binary "$2" "${3:-release}" ;;
   set-version) [[ $# -eq 2 ]] || die "usage: $0 set-version VERSION"; set_version "$2" ;;
+  ref)
+    case "${2:-}" in
+      operator) operator_ref ;;
+      bundle) bundle_ref ;;
+      tag) kustomize_field newTag ;;
+      *) die "usage: $0 ref operator|bundle|tag" ;;
+    esac
+    ;;
   *) echo "usage: $0 build VERSION [OUT] | check [OUT] | binary ARCH [PROFILE] | set-version VERSION" >&2; exit 2 ;;
 esac
