@@ -15,6 +15,7 @@
 #   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
 #   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
+#   hack/tools.sh kueue-crds                           print the directory holding Kueue's CRDs
 #
 # Each Go tool lives in ~/.cache/neuron-dra-operator/tools/<tool>/<version>/<tool>,
 # next to a stamp (a hash of its wrapper module, the Go version and this recipe)
@@ -31,6 +32,9 @@ PROMETHEUS_OPERATOR_VERSION=v0.85.0
 # LeaderWorkerSet ships its CRD in its module zip too (config/crd/bases); examples/leaderworkerset.yaml is checked
 # against it with a server-side dry run.
 LWS_VERSION=v0.7.0
+# Kueue ships its CRDs (config/components/crd/bases, without conversion webhooks) in its module zip; the objects
+# `render --kueue` prints are checked against them with server-side dry runs (tests/kueue.rs, docs/kueue.md).
+KUEUE_VERSION=v0.17.0
 
 # The release's tools. The versions are pinned here, the one place (a release built twice uses the same).
 ZIG_VERSION=0.15.2
@@ -223,6 +227,13 @@ lws_crds() {
   echo "${dir}/config/crd/bases"
 }
 
+kueue_crds() {
+  local dir
+  dir="$(module_dir "sigs.k8s.io/kueue@${KUEUE_VERSION}")"
+  [[ -d "${dir}/config/components/crd/bases" ]] || die "no config/components/crd/bases in ${dir}"
+  echo "${dir}/config/components/crd/bases"
+}
+
 main() {
   case "${1:-}" in
     path) [[ $# -eq 2 ]] || die "usage: $0 path TOOL"; ensure "$2" ;;
@@ -235,7 +246,9 @@ main() {
       ;;
     prometheus-crds) prometheus_crds ;;
     lws-crds) lws_crds ;;
-    *) echo "usage: $0 path TOOL | build [TOOL...] | prometheus-crds | lws-crds" >&2; exit 2 ;;
+    kueue-crds) kueue_crds ;;
+    kueue-version) echo "${KUEUE_VERSION}" ;;
+    *) echo "usage: $0 path TOOL | build [TOOL...] | prometheus-crds | lws-crds | kueue-crds | kueue-version" >&2; exit 2 ;;
   esac
 }
 

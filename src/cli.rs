@@ -30,6 +30,10 @@ pub enum Command {
         /// Target namespace for the templates (repeatable); default: the config's `templates.namespaces`.
         #[arg(long = "namespace", short = 'n')]
         namespaces: Vec<String>,
+        /// Print instead the Kueue objects for the config's device budgets (docs/kueue.md): Kueue's
+        /// Configuration fragment, ResourceFlavors, a ClusterQueue and a LocalQueue per named budget namespace.
+        #[arg(long, conflicts_with = "namespaces")]
+        kueue: bool,
     },
     /// Scrape every ready operator replica's /metrics as this pod's ServiceAccount (what the chart's `helm test`
     /// runs).
@@ -147,14 +151,14 @@ pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {
         return Err(RenderError(vec![problem("--namespace", format!("{bad:?} is not a valid namespace name"))]).into());
     }
     // Budgets of the namespaces a budget names (a selector needs the cluster), the first budget winning.
-    let mut budgets: Vec<(String, i64)> = Vec::new();
-    for quota in &validated.spec.quotas {
-        for namespace in &quota.namespaces {
-            if !budgets.iter().any(|(known, _)| known == namespace) {
-                budgets.push((namespace.clone(), quota.devices));
-            }
-        }
-    }
-    budgets.sort();
+    let budgets = crate::logic::build::named_budgets(&validated);
     Ok(crate::logic::build::build(&validated, namespaces).with_quotas(&validated, &budgets).to_yaml()?)
+}
+
+/// `render --kueue`: the Kueue objects of the config's budgets as YAML, and notes on what was left out.
+pub fn render_kueue(file: &Path) -> anyhow::Result<(String, Vec<String>)> {
+    let config = read_config(file)?;
+    let validated = validate(&config).map_err(|InvalidConfig(problems)| RenderError(problems))?;
+    let objects = crate::logic::build::kueue::build_kueue(&validated).map_err(RenderError)?;
+    Ok((objects.to_yaml()?, objects.notes))
 }

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use neuron_dra_operator::cli::{Cli, Command, render, smoke_test};
+use neuron_dra_operator::cli::{Cli, Command, render, render_kueue, smoke_test};
 use neuron_dra_operator::runtime::crd::crd_yaml;
 
 fn run(args: neuron_dra_operator::run::RunArgs) -> anyhow::Result<()> {
@@ -17,7 +17,11 @@ fn main() -> ExitCode {
             print!("{}", crd_yaml());
             Ok(())
         }
-        Command::Render { file, namespaces } => render(&file, &namespaces).map(|yaml| print!("{yaml}")),
+        Command::Render { file, kueue: true, .. } => render_kueue(&file).map(|(yaml, notes)| {
+            notes.iter().for_each(|note| eprintln!("{note}"));
+            print!("{yaml}")
+        }),
+        Command::Render { file, namespaces, kueue: false } => render(&file, &namespaces).map(|yaml| print!("{yaml}")),
         Command::SmokeTest { service, namespace } => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -43,6 +43,11 @@ pub fn lws_crds() -> PathBuf {
     crds_of("lws-crds")
 }
 
+/// The directory of Kueue's CRDs (from its Go module; the version is pinned in hack/tools.sh).
+pub fn kueue_crds() -> PathBuf {
+    crds_of("kueue-crds")
+}
+
 fn crds_of(command: &str) -> PathBuf {
     let out = Command::new(repo("hack/tools.sh")).arg(command).stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "hack/tools.sh {command} failed:\n{}", String::from_utf8_lossy(&out.stderr));

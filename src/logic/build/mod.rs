@@ -3,6 +3,7 @@
 mod device_class;
 mod driver;
 mod fence;
+pub mod kueue;
 mod order;
 mod quotas;
 mod templates;
@@ -26,7 +27,7 @@ pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
 pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
 pub use order::{Object, Stage};
-pub use quotas::{device_quota_key, quota_name, resource_quota};
+pub use quotas::{device_quota_key, named_budgets, quota_name, resource_quota};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,

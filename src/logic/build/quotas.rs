@@ -38,3 +38,18 @@ pub fn resource_quota(config: &ValidatedConfig, namespace: &str, devices: i64) -
         status: None,
     }
 }
+
+/// The namespaces that budgets name, each with the first budget that names it, sorted by namespace (what the
+/// operator writes as ResourceQuotas without asking the cluster: a selector needs it).
+pub fn named_budgets(config: &ValidatedConfig) -> Vec<(String, i64)> {
+    let mut budgets: Vec<(String, i64)> = Vec::new();
+    for quota in &config.spec.quotas {
+        for namespace in &quota.namespaces {
+            if !budgets.iter().any(|(known, _)| known == namespace) {
+                budgets.push((namespace.clone(), quota.devices));
+            }
+        }
+    }
+    budgets.sort();
+    budgets
+}

@@ -1,0 +1,149 @@
+//! The Kueue mapping: names, flavors, one budget per ClusterQueue as a hard cap, and Kueue's own name limits.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::cli::parse_config;
+use crate::logic::validate::validate;
+
+fn config(spec: Value) -> ValidatedConfig {
+    let doc = json!({
+        "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
+        "metadata": {"name": "pool"}, "spec": spec,
+    });
+    validate(&parse_config(&serde_json::to_string(&doc).unwrap()).expect("parses")).expect("valid")
+}
+
+fn budgets() -> Value {
+    json!([
+        {"namespaces": ["team-b", "team-a"], "devices": 16},
+        {"namespaces": ["team-a", "team-c"], "devices": 4},
+        {"namespaceSelector": {"matchLabels": {"team": "yes"}}, "devices": 8},
+    ])
+}
+
+#[test]
+fn maps_the_device_class_to_a_resource_named_after_it() {
+    let objects = build_kueue(&config(json!({"quotas": budgets()}))).unwrap();
+    let configuration = serde_json::to_value(&objects.configuration).unwrap();
+    assert_eq!(
+        configuration,
+        json!({
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "featureGates": {"DynamicResourceAllocation": true},
+            "resources": {"deviceClassMappings": [{"name": "neuron.aws.com/devices", "deviceClassNames": ["neuron.aws.com"]}]},
+        })
+    );
+}
+
+#[test]
+fn an_extended_resource_names_the_mapping_and_adds_its_class_and_gate() {
+    let spec = json!({"deviceClassName": "trn", "extendedResourceName": "aws.amazon.com/neuron", "quotas": budgets()});
+    let objects = build_kueue(&config(spec)).unwrap();
+    assert_eq!(objects.configuration.feature_gates.get("DRAExtendedResources"), Some(&true));
+    let mapping = &objects.configuration.resources.device_class_mappings[0];
+    assert_eq!(mapping.name, "aws.amazon.com/neuron");
+    assert_eq!(mapping.device_class_names, ["trn", "devices.trn"]);
+    let queue = &objects.cluster_queues[0].spec;
+    assert_eq!(queue["resourceGroups"][0]["coveredResources"], json!(["aws.amazon.com/neuron"]));
+}
+
+#[test]
+fn one_cluster_queue_and_local_queue_per_named_namespace_the_first_budget_winning() {
+    let objects = build_kueue(&config(json!({"quotas": budgets()}))).unwrap();
+    let queues: Vec<(&str, &Value)> = objects
+        .cluster_queues
+        .iter()
+        .map(|q| (q.metadata.name.as_str(), &q.spec["resourceGroups"][0]["flavors"][0]["resources"][0]))
+        .collect();
+    let quota = |n: i64| json!({"name": "neuron.aws.com/devices", "nominalQuota": n, "borrowingLimit": 0});
+    assert_eq!(queues, [("neuron-team-a", &quota(16)), ("neuron-team-b", &quota(16)), ("neuron-team-c", &quota(4))]);
+    let team_a = &objects.cluster_queues[0].spec;
+    assert_eq!(team_a["cohortName"], "pool", "borrowingLimit needs a cohort");
+    assert_eq!(team_a["namespaceSelector"], json!({"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}));
+    let local: Vec<(Option<&str>, &str, &Value)> = objects
+        .local_queues
+        .iter()
+        .map(|q| (q.metadata.namespace.as_deref(), q.metadata.name.as_str(), &q.spec["clusterQueue"]))
+        .collect();
+    assert_eq!(local[0], (Some("team-a"), "neuron", &json!("neuron-team-a")));
+    assert_eq!(local.len(), 3);
+    assert_eq!(objects.notes.len(), 1, "the selector budget is skipped with a note: {:?}", objects.notes);
+    assert!(objects.notes[0].contains("spec.quotas[2].namespaceSelector"));
+}
+
+#[test]
+fn several_instance_types_share_one_flavor_so_the_budget_stays_a_hard_cap() {
+    let objects = build_kueue(&config(json!({"quotas": budgets()}))).unwrap();
+    assert_eq!(objects.flavors.len(), 1);
+    assert_eq!(objects.flavors[0].metadata.name, "neuron-pool");
+    assert_eq!(objects.flavors[0].spec, json!({}));
+    let flavors = &objects.cluster_queues[0].spec["resourceGroups"][0]["flavors"];
+    assert_eq!(flavors.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_node_selector_naming_one_type_gives_that_types_flavor() {
+    let selector = json!({"matchExpressions": [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["trn2.48xlarge", "inf2.xlarge"]},
+        {"key": "pool", "operator": "Exists"}]});
+    let objects = build_kueue(&config(json!({"nodeSelector": selector, "quotas": budgets()}))).unwrap();
+    assert_eq!(objects.flavors[0].metadata.name, "trn2-48xlarge");
+    assert_eq!(objects.flavors[0].spec, json!({"nodeLabels": {"node.kubernetes.io/instance-type": "trn2.48xlarge"}}));
+    assert_eq!(objects.cluster_queues[0].spec["resourceGroups"][0]["flavors"][0]["name"], "trn2-48xlarge");
+}
+
+#[test]
+fn instance_types_follow_the_selectors_instance_type_requirements() {
+    let types = |selector: Value| instance_types(&config(json!({"nodeSelector": selector})));
+    assert_eq!(types(json!({"matchLabels": {"node.kubernetes.io/instance-type": "trn1.2xlarge"}})), ["trn1.2xlarge"]);
+    assert_eq!(types(json!({"matchLabels": {"pool": "a"}})).len(), TRAINIUM_TYPES.len());
+    let not_in = json!({"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "NotIn",
+        "values": ["trn1.2xlarge"]}]});
+    assert_eq!(types(not_in).len(), TRAINIUM_TYPES.len() - 1);
+}
+
+#[test]
+fn a_selector_of_no_supported_type_is_refused() {
+    let selector = json!({"matchLabels": {"node.kubernetes.io/instance-type": "trn9.large"}});
+    let problems = build_kueue(&config(json!({"nodeSelector": selector}))).unwrap_err();
+    assert_eq!(problems[0].path, "spec.nodeSelector");
+}
+
+#[test]
+fn class_names_past_kueues_63_characters_are_refused() {
+    let long = "a".repeat(60);
+    let ok = build_kueue(&config(json!({"deviceClassName": long})));
+    assert!(ok.is_ok());
+    let spec = json!({"deviceClassName": long, "extendedResourceName": "aws.amazon.com/neuron"});
+    let problems = build_kueue(&config(spec)).unwrap_err();
+    assert!(problems[0].reason.contains("devices.aaaa"), "{problems:?}");
+}
+
+#[test]
+fn label_keys_follow_kueues_rule() {
+    assert!(check_label_key("neuron.aws.com/devices").is_ok());
+    assert!(check_label_key("neuron.aws.com").is_ok());
+    assert!(check_label_key(&"a".repeat(64)).is_err());
+    assert!(check_label_key("Bad_Prefix/x").is_err());
+    assert!(check_label_key("a/b/c").is_err());
+    assert!(check_label_key(&format!("{}/devices", "a.".repeat(124) + "a")).is_err(), "longer than 253");
+}
+
+#[test]
+fn yaml_starts_with_the_configuration_and_orders_queues_after_flavors() {
+    let yaml = build_kueue(&config(json!({"quotas": budgets()}))).unwrap().to_yaml().unwrap();
+    let kinds: Vec<String> = yaml
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml::from_str::<Value>(d).unwrap()["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["Configuration", "ResourceFlavor", "ClusterQueue", "ClusterQueue", "ClusterQueue"]
+            .into_iter()
+            .chain(["LocalQueue"; 3])
+            .collect::<Vec<_>>()
+    );
+    assert!(yaml.starts_with("---\napiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"));
+}
