@@ -1,8 +1,8 @@
 //! Device budgets per team on the real API server: the operator writes a ResourceQuota of its own into the team's
 //! namespace; the API server's quota admission refuses the claim of a pod past the budget (the resourceclaim
 //! controller reports it on the pod); the status shows hard, used and the room that fits both the budget and the
-//! cluster; removing the budget removes the quota and leaves the team's own quota alone. On 1.36 and later, a
-//! budget also caps pods that ask for the extended resource.
+//! cluster; a budget raised by hand is restored; removing the budget removes the quota and leaves the team's own quota
+//! alone. On 1.36 and later, a budget also caps pods that ask for the extended resource.
 
 mod support {
     pub mod allocation;
@@ -12,7 +12,7 @@ mod support {
 }
 
 use k8s_openapi::api::core::v1::{Event, Pod, ResourceQuota, ServiceAccount};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use neuron_dra_operator::api::{NeuronDRAConfigStatus, TeamStatus};
 use serde_json::json;
 use support::allocation::{create_pod, wait_scheduled, workload_pod};
@@ -68,6 +68,15 @@ async fn a_team_past_its_budget_gets_its_claim_refused_and_sees_why() {
     let ours = eventually(TIMEOUT, "the budget's quota", || async { quotas.get_opt(&name).await.unwrap() }).await;
     assert_eq!(hard(&ours), [("neuron.aws.com.deviceclass.resource.k8s.io/devices".to_string(), "8".to_string())]);
     assert_eq!(ours.metadata.labels.unwrap()["neurondra.io/config"], s.id);
+    // Raised by hand: restored.
+    let key = "neuron.aws.com.deviceclass.resource.k8s.io/devices";
+    let raised = json!({"spec": {"hard": {key: "100"}}});
+    quotas.patch(&name, &PatchParams::default(), &Patch::Merge(&raised)).await.unwrap();
+    eventually(TIMEOUT, "the budget restored", || async {
+        let quota = quotas.get(&name).await.unwrap();
+        (hard(&quota) == [(key.to_string(), "8".to_string())]).then_some(())
+    })
+    .await;
     // A namespace the selector matches gets its own, and loses it when it stops matching.
     let selected_quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &selected);
     let theirs = eventually(TIMEOUT, "the selected namespace's quota", || async {
