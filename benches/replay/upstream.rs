@@ -40,7 +40,14 @@ pub async fn forward(shared: &Arc<Shared>, request: Request) -> Response {
     let watching = parts.uri.query().is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
     let mut builder = http::Request::builder().method(parts.method.clone()).uri(target);
     for (name, value) in &parts.headers {
-        if ![http::header::HOST, http::header::AUTHORIZATION, http::header::CONTENT_LENGTH].contains(name) {
+        if ![
+            http::header::HOST,
+            http::header::AUTHORIZATION,
+            http::header::CONTENT_LENGTH,
+            http::header::ACCEPT_ENCODING,
+        ]
+        .contains(name)
+        {
             builder = builder.header(name, value);
         }
     }
@@ -57,7 +64,11 @@ pub async fn forward(shared: &Arc<Shared>, request: Request) -> Response {
         let counted = count(shared.clone(), data);
         return Response::from_parts(parts, Body::from_stream(counted));
     }
-    parts.headers.remove(http::header::CONTENT_LENGTH);
+    // A body of our own: none of the upstream's framing headers apply to it.
+    for framing in [http::header::CONTENT_LENGTH, http::header::TRANSFER_ENCODING, http::header::CONNECTION] {
+        parts.headers.remove(framing);
+    }
+    parts.version = http::Version::HTTP_11;
     if watching {
         let lines = lines(data).map(move |line| line.map(|line| rewrite_event(&line, nodes)));
         return Response::from_parts(parts, Body::from_stream(lines));

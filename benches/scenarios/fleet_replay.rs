@@ -53,6 +53,7 @@ async fn fleet(client: &Client, nodes: usize, table: &mut Table) {
     // Roll out with one operator, so the DaemonSet and its revision exist upstream before the cold start.
     let started = Instant::now();
     let mut first = start(&format!("{prefix}-1"));
+    delete_and_wait(&api, &name).await; // an earlier run's, if it was stopped
     api.create(&PostParams::default(), &serde_json::from_value(config_doc(&name, &ns, selector, 4)).unwrap())
         .await
         .unwrap();
