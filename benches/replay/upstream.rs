@@ -70,7 +70,7 @@ pub async fn forward(shared: &Arc<Shared>, request: Request) -> Response {
     }
     parts.version = http::Version::HTTP_11;
     if watching {
-        let lines = lines(data).map(move |line| line.map(|line| rewrite_event(&line, nodes)));
+        let lines = lines(count(shared.clone(), data)).map(move |line| line.map(|line| rewrite_event(&line, nodes)));
         return Response::from_parts(parts, Body::from_stream(lines));
     }
     let whole: Vec<Bytes> = data.filter_map(|c| async { c.ok() }).collect().await;
@@ -85,6 +85,7 @@ pub async fn forward(shared: &Arc<Shared>, request: Request) -> Response {
         }
         Err(_) => whole,
     };
+    shared.forwarded_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
     Response::from_parts(parts, Body::from(body))
 }
 
