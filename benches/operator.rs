@@ -4,15 +4,20 @@
 //! Knobs (environment): BENCH_RUNS (apply-to-Ready runs, default 5), BENCH_NAMESPACES (50), BENCH_IDLE_SECS (300),
 //! BENCH_SCALES (node counts, default "5000,10000"; the last is "the largest fleet"), BENCH_CHURN_SECS (60) and
 //! BENCH_CHURN_RATE (writes/s, 50) for the busy-fleet rows, BENCH_ONLY (`apply`: scenario 1 only; `fleet`:
-//! scenarios 4 and 5; `capacity`: 5 only; `computation`: 5's capacity computation alone, without a cluster),
+//! scenarios 4 and 5; `capacity`: 5 only; `computation`: 5's capacity computation alone, without a cluster;
+//! `fleet-replay`: scenario 6 alone, fleets of BENCH_SCALES nodes served by the replay server, `replay/mod.rs`),
 //! and scenario 5's own (see `capacity.rs`).
 
 #[path = "scenarios/capacity.rs"]
 mod capacity;
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
+#[path = "scenarios/fleet_replay.rs"]
+mod fleet_replay;
 #[path = "scenarios/fleet.rs"]
 mod fleet_scale;
+#[path = "replay/mod.rs"]
+mod replay;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -492,6 +497,14 @@ async fn main() {
         .unwrap_or_default();
     eprintln!("bench: {machine} cores; operator {}", env!("CARGO_BIN_EXE_neuron-dra-operator"));
     let mut table = Table::default();
+    let scales: String = env_or("BENCH_SCALES", "5000,10000".to_string());
+    let scales: Vec<usize> = scales.split(',').filter_map(|n| n.trim().parse().ok()).collect();
+
+    if only == "fleet-replay" {
+        fleet_replay::fleets(&client, &scales, &mut table).await;
+        table.print();
+        return;
+    }
 
     // BENCH_ONLY=fleet skips scenarios 1 to 3; BENCH_ONLY=capacity runs scenario 5 alone; BENCH_ONLY=apply runs 1.
     if only.is_empty() || only == "apply" {
@@ -509,8 +522,6 @@ async fn main() {
     }
 
     if only != "capacity" {
-        let scales: String = env_or("BENCH_SCALES", "5000,10000".to_string());
-        let scales: Vec<usize> = scales.split(',').filter_map(|n| n.trim().parse().ok()).collect();
         fleet_scale::fleets(&client, &scales, &mut table).await;
     }
     capacity::capacity_scale(&client, &mut table).await;

@@ -243,6 +243,13 @@ impl Operator {
         let dir = std::env::temp_dir().join(format!("ndo-{}", options.test_id));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = service_account_kubeconfig(&dir, namespace, service_account);
+        Operator::start_with_kubeconfig(options, namespace, &kubeconfig)
+    }
+
+    /// Runs with a given kubeconfig (the benchmark's replay server), its Lease in `namespace`.
+    pub fn start_with_kubeconfig(options: OperatorOptions, namespace: &str, kubeconfig: &Path) -> Operator {
+        let dir = std::env::temp_dir().join(format!("ndo-{}", options.test_id));
+        std::fs::create_dir_all(&dir).unwrap();
         // Port 0: the kernel picks and the operator logs the address. A port picked here and freed before the
         // operator binds it can be taken meanwhile by any outgoing connection (it happened in CI).
         let log = dir.join(format!("{}.log", unique("operator")));
@@ -251,7 +258,7 @@ impl Operator {
             .args(["--config-selector", &format!("{TEST_LABEL}={}", options.test_id)])
             .args(["--lease-namespace", namespace, "--lease-name", options.lease, "--lease-duration", "6"])
             .args(options.extra)
-            .env("KUBECONFIG", &kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,neuron_dra_operator=debug,kube_lease_manager=warn")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

@@ -1,0 +1,355 @@
+//! The replay server: a fleet of 20,000 to 100,000 simulated nodes served to the unchanged operator binary, which
+//! the local API server (one etcd, two cores) cannot hold. Issue #30: "measured, not extrapolated".
+//!
+//! What is emulated. Four kinds are generated on the fly from the simulator's device model (`fleet::node`,
+//! `fleet::resource_slice`, `fleet::efa_slice`), each object a pure function of its index plus a small overlay of
+//! the changes a benchmark made (device taints, claims): nothing of the fleet is held in memory.
+//!   - Nodes (`/api/v1/nodes`), ResourceSlices of both drivers (`/apis/resource.k8s.io/v1/resourceslices` with the
+//!     `spec.driver=` field selector the operator sends; one kind per driver), ResourceClaims, and the plugin pods
+//!     (`/api/v1/pods` with the operator's managed-by label selector): one per node and operator DaemonSet.
+//!   - LIST: pages (`limit`, `continue` tokens that carry the list's resourceVersion and the next index),
+//!     `metadata.resourceVersion`. WATCH (`watch=true`): the events after `resourceVersion` from a bounded log,
+//!     BOOKMARKs when `allowWatchBookmarks` is set, the end of the stream at `timeoutSeconds`, and an ERROR event
+//!     with code 410 when the version is older than the log (as the API server answers a too-old version).
+//!   - Everything else (configs, templates, DaemonSets, revisions, leases, events, namespaces, discovery, RBAC) is
+//!     forwarded to the real API server with a client built from the operator's own (ServiceAccount) kubeconfig, so
+//!     the operator keeps its shipped RBAC; the operator itself gets a kubeconfig for `http://127.0.0.1:PORT` with
+//!     no credentials.
+//!   - DaemonSets: the real DaemonSet controller sees no synthetic node, so it reports 0 desired. The replay rewrites
+//!     the status of the operator's DaemonSets (managed-by label) in forwarded GET, LIST and WATCH answers to N
+//!     desired, current, ready, available and updated, observed at the current generation, and serves the plugin
+//!     pods with the DaemonSet's uid as controller and the `controller-revision-hash` of its newest upstream
+//!     ControllerRevision (polled every 500 ms). When that hash changes, the pods' watches get a 410 and relist
+//!     (every node "updates" at once: rollouts are not what this measures).
+//!
+//! What is not: label and field selectors beyond the ones the operator sends, `resourceVersionMatch`, streaming
+//! lists (`sendInitialEvents`), protobuf, writes to the generated kinds (an eviction of a generated pod is forwarded
+//! and fails upstream), node heartbeats (a busy fleet is not replayed), consistency of a list's pages with events
+//! emitted between them (pages are built from the current overlay).
+//!
+//! Considered: kwok (fakes kubelets, but every node and slice still lives in the real API server and etcd: the
+//! limit this replaces), kube-apiserver over a fake or in-memory storage (no such mode ships; etcd's memory is the
+//! cost), envtest (a real kube-apiserver and etcd again, without controllers). A purpose-built replay keeps the
+//! fleet out of every store but the operator's, costs the bench process a page of objects at a time, and lets a
+//! benchmark emit one event at a known instant.
+
+mod serve;
+mod upstream;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::{Query, Request, State};
+use axum::response::Response;
+use kube::Client;
+use neuron_dra_operator::devtools::simulate::fleet::FleetSpec;
+use neuron_dra_operator::devtools::simulate::{FAULT_TAINT_KEY, fleet};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// The kinds the replay generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Nodes,
+    NeuronSlices,
+    EfaSlices,
+    Claims,
+    Pods,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [Kind::Nodes, Kind::NeuronSlices, Kind::EfaSlices, Kind::Claims, Kind::Pods];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Nodes => "nodes",
+            Kind::NeuronSlices => "neuron slices",
+            Kind::EfaSlices => "efa slices",
+            Kind::Claims => "claims",
+            Kind::Pods => "plugin pods",
+        }
+    }
+}
+
+/// The replayed fleet: `nodes` nodes of one instance type, named `<prefix>-<i>`.
+#[derive(Debug, Clone)]
+pub struct FleetModel {
+    pub nodes: usize,
+    pub prefix: String,
+    pub instance_type: String,
+}
+
+impl FleetModel {
+    pub fn trn2(nodes: usize, prefix: &str) -> FleetModel {
+        FleetModel { nodes, prefix: prefix.into(), instance_type: "trn2.48xlarge".into() }
+    }
+
+    pub fn spec(&self) -> FleetSpec {
+        FleetSpec {
+            prefix: self.prefix.clone(),
+            count: self.nodes,
+            instance_type: self.instance_type.clone(),
+            dra_driver_version: fleet::DEFAULT_DRA_DRIVER_VERSION.into(),
+            neuron_driver_version: fleet::DEFAULT_NEURON_DRIVER_VERSION.into(),
+            kubelet_version: fleet::DEFAULT_KUBELET_VERSION.into(),
+        }
+    }
+}
+
+/// The watch events of one kind after `start` (older versions get a 410).
+#[derive(Default)]
+struct Log {
+    start: u64,
+    events: Vec<(u64, Bytes)>,
+}
+
+/// Events kept per kind; a watch from an older version is told 410.
+const LOG_EVENTS: usize = 10_000;
+/// The version every generated object starts at.
+const BASE_VERSION: u64 = 1;
+
+/// The open watches and the kind each watches.
+type Watches = Vec<(Kind, mpsc::UnboundedSender<Bytes>)>;
+/// One node's device taints: the version of its slice, and (device index, effect) per taint.
+pub type Taints = (u64, Vec<(u32, String)>);
+
+pub struct Shared {
+    model: FleetModel,
+    spec: FleetSpec,
+    /// The version counter and, under the same lock, each kind's log and open watches.
+    logs: Mutex<(u64, Vec<Log>, Watches)>,
+    /// Device taints per node index: (version, device index, effect).
+    taints: Mutex<BTreeMap<usize, Taints>>,
+    /// Claims by `namespace/name`, with their version set.
+    claims: Mutex<BTreeMap<String, Value>>,
+    plugins: Mutex<Vec<upstream::Plugin>>,
+    list_bytes: [AtomicU64; 5],
+    watch_bytes: [AtomicU64; 5],
+    forwarded_bytes: AtomicU64,
+    upstream: Client,
+}
+
+impl Shared {
+    fn version(&self) -> u64 {
+        self.logs.lock().unwrap().0
+    }
+
+    /// Sends one event to every open watch of `kind` and logs it; returns the object's new version.
+    fn emit(&self, kind: Kind, event: &str, mut object: Value) -> u64 {
+        let mut logs = self.logs.lock().unwrap();
+        logs.0 += 1;
+        let version = logs.0;
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        let mut line = serde_json::to_vec(&json!({"type": event, "object": object})).unwrap();
+        line.push(b'\n');
+        let line = Bytes::from(line);
+        let log = &mut logs.1[kind as usize];
+        log.events.push((version, line.clone()));
+        if log.events.len() > LOG_EVENTS {
+            log.events.drain(..LOG_EVENTS / 2);
+            log.start = log.events[0].0 - 1;
+        }
+        logs.2.retain(|(k, tx)| *k != kind || tx.send(line.clone()).is_ok());
+        version
+    }
+
+    /// Forgets `kind`'s log: its open watches get a 410 and end, and so relist.
+    fn expire(&self, kind: Kind) {
+        let mut logs = self.logs.lock().unwrap();
+        logs.0 += 1;
+        let version = logs.0;
+        logs.1[kind as usize] = Log { start: version, events: Vec::new() };
+        let gone = serve::gone_line();
+        logs.2.retain(|(k, tx)| {
+            if *k == kind {
+                let _ = tx.send(gone.clone());
+            }
+            *k != kind
+        });
+    }
+}
+
+/// A running replay server.
+pub struct Replay {
+    shared: Arc<Shared>,
+    pub port: u16,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Replay {
+    /// Serves `model` on 127.0.0.1 (a port the kernel picks), forwarding the rest to `upstream`. The replay runs
+    /// on a runtime of its own, whose threads are named `replay`, so its CPU time is measured apart from the bench's
+    /// (`cpu_seconds`).
+    pub async fn start(model: FleetModel, upstream: Client) -> Replay {
+        let shared = Arc::new(Shared {
+            spec: model.spec(),
+            model,
+            logs: Mutex::new((
+                BASE_VERSION,
+                (0..5).map(|_| Log { start: BASE_VERSION, events: vec![] }).collect(),
+                vec![],
+            )),
+            taints: Mutex::default(),
+            claims: Mutex::default(),
+            plugins: Mutex::default(),
+            list_bytes: Default::default(),
+            watch_bytes: Default::default(),
+            forwarded_bytes: AtomicU64::new(0),
+            upstream,
+        });
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("replay").enable_all().build();
+        let runtime = runtime.unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let app = axum::Router::new().fallback(handle).with_state(shared.clone());
+        let server = runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+        let plugins = runtime.spawn(upstream::follow_plugins(shared.clone()));
+        Replay { shared, port, tasks: vec![server, plugins], runtime: Some(runtime) }
+    }
+
+    /// CPU seconds (user + system) the replay's own threads have used.
+    pub fn cpu_seconds(&self) -> f64 {
+        let mut ticks = 0.0;
+        for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if !comm.starts_with("replay") {
+                continue;
+            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+            let field = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            ticks += field(11) + field(12);
+        }
+        ticks / 100.0
+    }
+
+    /// A kubeconfig for the operator: plain HTTP to the replay, no credentials (the replay forwards with them).
+    pub fn kubeconfig(&self, path: &Path) -> PathBuf {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: replay\n  cluster:\n    server: http://127.0.0.1:{}\n\
+             users:\n- name: operator\n  user: {{}}\ncontexts:\n- name: replay\n  context: {{cluster: replay, user: \
+             operator}}\ncurrent-context: replay\n",
+            self.port
+        );
+        std::fs::write(path, text).unwrap();
+        path.to_path_buf()
+    }
+
+    /// A NoExecute (or other `effect`) taint on device `device` of node `node`'s Neuron slice: MODIFIED.
+    pub fn taint(&self, node: usize, device: u32, effect: &str) {
+        let mut taints = self.shared.taints.lock().unwrap();
+        let entry = taints.entry(node).or_insert((0, Vec::new()));
+        entry.1.retain(|(d, _)| *d != device);
+        entry.1.push((device, effect.to_string()));
+        let slice = serve::neuron_slice(&self.shared, node, Some(&*entry));
+        entry.0 = self.shared.emit(Kind::NeuronSlices, "MODIFIED", slice);
+    }
+
+    /// A claim made from `template` of `config`, allocated `device` of node `node`: ADDED, or MODIFIED when a claim of
+    /// that name was sent before.
+    pub fn allocate(&self, namespace: &str, name: &str, config: &str, template: &str, node: usize, device: u32) {
+        let node_name = self.shared.spec.node_name(node);
+        let claim = json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {
+                "name": name, "namespace": namespace, "uid": format!("claim-{namespace}-{name}"),
+                "labels": {"neurondra.io/config": config, "neurondra.io/template": template},
+            },
+            "spec": {"devices": {"requests": []}},
+            "status": {"allocation": {"devices": {"results": [{
+                "request": "neuron", "driver": neuron_dra_operator::logic::build::NEURON_DRIVER,
+                "pool": node_name, "device": format!("neuron-device-{device}"),
+            }]}}},
+        });
+        let key = format!("{namespace}/{name}");
+        let mut claims = self.shared.claims.lock().unwrap();
+        let event = if claims.contains_key(&key) { "MODIFIED" } else { "ADDED" };
+        let version = self.shared.emit(Kind::Claims, event, claim.clone());
+        let mut claim = claim;
+        claim["metadata"]["resourceVersion"] = json!(version.to_string());
+        claims.insert(key, claim);
+    }
+
+    /// Bytes served per kind so far: (lists, watches); and forwarded to or from the API server.
+    pub fn bytes(&self) -> (Vec<(Kind, u64, u64)>, u64) {
+        let per_kind = Kind::ALL
+            .iter()
+            .map(|&k| {
+                let i = k as usize;
+                (
+                    k,
+                    self.shared.list_bytes[i].load(Ordering::Relaxed),
+                    self.shared.watch_bytes[i].load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        (per_kind, self.shared.forwarded_bytes.load(Ordering::Relaxed))
+    }
+
+    /// Counts from zero again.
+    pub fn reset_counters(&self) {
+        for i in 0..5 {
+            self.shared.list_bytes[i].store(0, Ordering::Relaxed);
+            self.shared.watch_bytes[i].store(0, Ordering::Relaxed);
+        }
+        self.shared.forwarded_bytes.store(0, Ordering::Relaxed);
+    }
+
+    pub fn node_name(&self, index: usize) -> String {
+        self.shared.spec.node_name(index)
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(|t| t.abort());
+        // Not dropped in place: dropping a runtime inside another's async context panics.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Serves a generated kind, or forwards the request.
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let query: std::collections::HashMap<String, String> =
+        Query::try_from_uri(request.uri()).map(|q| q.0).unwrap_or_default();
+    if request.method() == axum::http::Method::GET
+        && let Some(kind) = generated(request.uri().path(), &query)
+    {
+        let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+        return match watching {
+            true => serve::watch(&shared, kind, &query),
+            false => serve::list(&shared, kind, &query),
+        };
+    }
+    upstream::forward(&shared, request).await
+}
+
+/// The kind a GET of `path` asks for, if the replay generates it.
+fn generated(path: &str, query: &std::collections::HashMap<String, String>) -> Option<Kind> {
+    use neuron_dra_operator::logic::build::{EFA_DRIVER, NEURON_DRIVER};
+    let selector = |key: &str| query.get(key).map(String::as_str).unwrap_or_default();
+    match path {
+        "/api/v1/nodes" => Some(Kind::Nodes),
+        "/apis/resource.k8s.io/v1/resourceslices" => match selector("fieldSelector") {
+            s if s == format!("spec.driver={NEURON_DRIVER}") => Some(Kind::NeuronSlices),
+            s if s == format!("spec.driver={EFA_DRIVER}") => Some(Kind::EfaSlices),
+            _ => None,
+        },
+        "/apis/resource.k8s.io/v1/resourceclaims" => Some(Kind::Claims),
+        "/api/v1/pods" if selector("labelSelector").contains("app.kubernetes.io/managed-by") => Some(Kind::Pods),
+        _ => None,
+    }
+}
+
+pub const TAINT_KEY: &str = FAULT_TAINT_KEY;
