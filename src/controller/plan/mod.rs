@@ -253,6 +253,10 @@ fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &
     let daemon_set = ObjectRef::new(&build::plugin_name(&validated.name)).within(&validated.spec.driver.namespace);
     let runs = stores.owned.daemon_sets.get(&daemon_set).is_some();
     claimants.extend(running(others.into_iter().map(|(name, _)| name), !runs, stores));
+    if claimants.is_empty() {
+        // Alone, it conflicts with nobody: its own claim (a walk over every node) is not needed.
+        return Conflicts::default();
+    }
     conflict::find_conflicts(&claimant(config, validated, stores), &claimants)
 }
 
