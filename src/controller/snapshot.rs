@@ -2,7 +2,7 @@
 //! from this and nothing else, so it is a pure function of a value a test can build from fixtures.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kube::ResourceExt;
 use kube::core::ApiResource;
@@ -14,6 +14,7 @@ use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
 use crate::logic::build::plugin_name;
 use crate::logic::health;
+use crate::logic::nodes::NodeFilter;
 use crate::logic::validate::ValidatedConfig;
 
 /// The caches as one reconcile reads them.
@@ -29,10 +30,29 @@ pub struct Snapshot {
     claims: Vec<Arc<ClaimView>>,
     taint_rules: Vec<Arc<TaintRuleView>>,
     plugin_pods: Vec<Arc<PodView>>,
+    /// What rollout, remediation, health and capacity each need of one config, worked out once (a walk over the
+    /// whole fleet each): its selected nodes and its plugin pods, with the config's name.
+    selected: OnceLock<(String, Selected)>,
+    config_pods: OnceLock<(String, PluginPods)>,
+}
+
+/// The nodes a config selects, in the cache's order.
+pub type Selected = Arc<[Arc<NodeView>]>;
+/// A config's plugin pod on each node, by node name.
+pub type PluginPods = Arc<HashMap<String, Arc<PodView>>>;
+
+/// The value memoized for `name`, or one worked out afresh for another config.
+fn memo<T: Clone>(cell: &OnceLock<(String, T)>, name: &str, compute: impl FnOnce() -> T) -> T {
+    match cell.get() {
+        Some((held, value)) if held == name => value.clone(),
+        Some(_) => compute(),
+        None => cell.get_or_init(|| (name.to_string(), compute())).1.clone(),
+    }
 }
 
 fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> {
-    let mut by_node: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
+    // Sized up front: a fleet's map is built once per reconcile, and growing it rehashes every key.
+    let mut by_node: HashMap<String, Vec<Arc<SliceView>>> = HashMap::with_capacity(slices.len());
     for slice in slices {
         if let Some(node) = slice.spec.node_name.clone() {
             by_node.entry(node).or_default().push(slice);
@@ -52,7 +72,17 @@ impl Snapshot {
             claims: stores.claims.state(),
             taint_rules: stores.taint_rules.state(),
             plugin_pods: stores.plugin_pods.state(),
+            selected: OnceLock::new(),
+            config_pods: OnceLock::new(),
         }
+    }
+
+    /// The nodes a config selects (`NodeFilter`).
+    pub fn selected_nodes(&self, config: &ValidatedConfig) -> Selected {
+        memo(&self.selected, &config.name, || {
+            let filter = NodeFilter::new(&config.spec);
+            self.nodes.iter().filter(|n| filter.selects(n.labels())).cloned().collect()
+        })
     }
 
     pub fn nodes(&self) -> &[Arc<NodeView>] {
@@ -72,13 +102,17 @@ impl Snapshot {
     /// A config's plugin pod on each node: only pods its DaemonSet controls (by uid) in the driver namespace count,
     /// since any tenant who may create pods can copy their labels and node pin. Of two pods on one node (the old
     /// one going away while its replacement starts), the one not being deleted is the node's.
-    pub fn plugin_pods_of(&self, config: &ValidatedConfig) -> HashMap<String, Arc<PodView>> {
+    pub fn plugin_pods_of(&self, config: &ValidatedConfig) -> PluginPods {
+        memo(&self.config_pods, &config.name, || Arc::new(self.find_plugin_pods(config)))
+    }
+
+    fn find_plugin_pods(&self, config: &ValidatedConfig) -> HashMap<String, Arc<PodView>> {
         let namespace = config.spec.driver.namespace.as_str();
         let daemon_set = ObjectRef::new(&plugin_name(&config.name)).within(namespace);
         let Some(uid) = self.stores.owned.daemon_sets.get(&daemon_set).and_then(|ds| ds.uid()) else {
             return HashMap::new();
         };
-        let mut by_node: HashMap<String, Arc<PodView>> = HashMap::new();
+        let mut by_node: HashMap<String, Arc<PodView>> = HashMap::with_capacity(self.plugin_pods.len());
         let ours = |pod: &&Arc<PodView>| {
             pod.metadata.namespace.as_deref() == Some(namespace)
                 && pod.controller_uid() == Some(uid.as_str())
@@ -100,7 +134,7 @@ impl Snapshot {
         let holders = health::holders(&self.claims);
         health::assess(&health::Inputs {
             spec: &config.spec,
-            nodes: &self.nodes,
+            nodes: &self.selected_nodes(config),
             slices: &self.slices,
             plugin_pods: &plugin_pods,
             taint_rules: &self.taint_rules,
@@ -113,7 +147,7 @@ impl Snapshot {
     pub fn capacity(&self, config: &ValidatedConfig) -> Vec<crate::api::TemplateCapacity> {
         crate::logic::capacity::assess(&crate::logic::capacity::Inputs {
             config,
-            nodes: &self.nodes,
+            nodes: &self.selected_nodes(config),
             slices: &self.slices,
             efa_slices: &self.efa_slices,
             claims: &self.claims,

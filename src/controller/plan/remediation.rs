@@ -12,7 +12,6 @@ use crate::cluster::NodeView;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::controller::snapshot::Snapshot;
 use crate::logic::conflict::Conflicts;
-use crate::logic::nodes::NodeFilter;
 use crate::logic::remediation::{self, Decision, Problem};
 use crate::logic::validate::ValidatedConfig;
 
@@ -54,13 +53,9 @@ pub fn decide(
     };
     let remediated: BTreeSet<String> =
         taint_rules.iter().filter_map(|r| remediation::rule_node(r)).map(String::from).collect();
-    let filter = NodeFilter::new(&config.spec);
-    let eligible: Vec<&NodeView> = snapshot
-        .nodes()
-        .iter()
-        .filter(|n| filter.selects(n.labels()) && !conflicts.nodes.contains_key(&n.name_any()))
-        .map(AsRef::as_ref)
-        .collect();
+    let selected = snapshot.selected_nodes(config);
+    let eligible: Vec<&NodeView> =
+        selected.iter().filter(|n| !conflicts.nodes.contains_key(&n.name_any())).map(AsRef::as_ref).collect();
     let decision = remediation::decide(policy, &eligible, &remediated, now);
     let mut rules: Vec<TaintRuleView> = decision
         .remediate

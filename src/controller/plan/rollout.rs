@@ -14,7 +14,6 @@ use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCoun
 use crate::cluster::REVISION_LABEL;
 use crate::controller::snapshot::Snapshot;
 use crate::logic::build::short_hash;
-use crate::logic::nodes::NodeFilter;
 use crate::logic::rollout::{self, Change, Eviction, Held, NodeState, PodState, Revision};
 use crate::logic::validate::ValidatedConfig;
 
@@ -146,23 +145,26 @@ fn revisions_of(ds: &DaemonSet, all: &[Arc<ControllerRevision>]) -> Vec<Revision
 /// Every node the config selects, with its plugin pod and what its slices publish.
 fn node_states(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<NodeState> {
     let pods = snapshot.plugin_pods_of(config);
-    let filter = NodeFilter::new(&config.spec);
+    let stepped = config.spec.driver.rollout.is_some();
     let mut nodes: Vec<NodeState> = snapshot
-        .nodes()
+        .selected_nodes(config)
         .iter()
-        .filter(|n| filter.selects(n.labels()))
         .map(|n| {
             let name = n.name_any();
-            let devices: Vec<_> = snapshot
-                .slices_of(&name)
-                .iter()
-                .flat_map(|s| s.spec.devices.iter())
-                .filter(|d| d.resource_type().is_none_or(|t| t == "neuron_device"))
-                .collect();
-            let mut versions: Vec<String> =
-                devices.iter().filter_map(|d| d.dra_driver_version().map(String::from)).collect();
-            versions.sort();
-            versions.dedup();
+            let slices = snapshot.slices_of(&name);
+            // One pass over the devices: their count and the few versions they publish.
+            let (mut devices, mut versions) = (0, Vec::<&str>::new());
+            for device in slices.iter().flat_map(|s| s.spec.devices.iter()) {
+                if device.resource_type().is_some_and(|t| t != "neuron_device") {
+                    continue;
+                }
+                devices += 1;
+                if let Some(version) = device.dra_driver_version().filter(|v| !versions.contains(v)) {
+                    versions.push(version);
+                }
+            }
+            versions.sort_unstable();
+            let versions = versions.into_iter().map(String::from).collect();
             let pod = pods.get(&name).map(|pod| PodState {
                 name: pod.name_any(),
                 uid: pod.uid(),
@@ -172,21 +174,27 @@ fn node_states(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<NodeState> 
                 created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()),
             });
             // The cache keeps no uids or resource versions (see `watch::reads`): a slice written again shows as a
-            // new generation (its spec changed) or a new creation time (deleted and created again).
-            let mut stamps: Vec<(Option<&str>, Option<i64>, Option<i64>)> = snapshot
-                .slices_of(&name)
-                .iter()
-                .map(|s| {
-                    let meta = &s.metadata;
-                    (meta.name.as_deref(), meta.creation_timestamp.as_ref().map(|t| t.0.as_second()), meta.generation)
-                })
-                .collect();
-            stamps.sort();
+            // new generation (its spec changed) or a new creation time (deleted and created again). Only a
+            // rollout's checks read it.
+            let slices = if stepped {
+                let mut stamps: Vec<(Option<&str>, Option<i64>, Option<i64>)> = slices
+                    .iter()
+                    .map(|s| {
+                        let meta = &s.metadata;
+                        let created = meta.creation_timestamp.as_ref().map(|t| t.0.as_second());
+                        (meta.name.as_deref(), created, meta.generation)
+                    })
+                    .collect();
+                stamps.sort();
+                short_hash(&stamps)
+            } else {
+                String::new()
+            };
             let created = n.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second());
-            NodeState { pod, devices: devices.len(), versions, slices: short_hash(&stamps), created, name }
+            NodeState { pod, devices, versions, slices, created, name }
         })
         .collect();
-    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     nodes
 }
 

@@ -6,6 +6,7 @@ mod fixtures;
 mod foreign;
 mod logs;
 mod plan;
+mod reads;
 mod remediation;
 mod steps;
 mod unparseable;

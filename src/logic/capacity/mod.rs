@@ -10,13 +10,11 @@ use std::sync::Arc;
 
 use crate::api::labels::{LABEL_CLAIM_TEMPLATE, LABEL_CONFIG};
 use crate::logic::build::{EFA_DRIVER, EFA_PCI_DEVICE, NEURON_DRIVER};
-use kube::ResourceExt;
 
 use crate::api::TemplateCapacity;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, GroupId, NodeView, SliceView};
 use crate::logic::health::taint_of;
-use crate::logic::nodes::NodeFilter;
 use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
 
 /// What a Neuron slice entry is (its `resourceType`), read once per device rather than once per template.
@@ -323,6 +321,7 @@ fn free_groups<'a>(
 /// What capacity is computed from, for one config.
 pub struct Inputs<'a> {
     pub config: &'a ValidatedConfig,
+    /// The nodes the config selects (`NodeFilter`).
     pub nodes: &'a [Arc<NodeView>],
     /// The Neuron driver's slices, by node name.
     pub slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
@@ -336,14 +335,13 @@ pub struct Inputs<'a> {
 /// buffer, and every template counted on it while its slots are in cache.
 pub fn assess(inputs: &Inputs) -> Vec<TemplateCapacity> {
     let claims = &inputs.config.claims;
-    let filter = NodeFilter::new(&inputs.config.spec);
     let allocated = Allocated::new(inputs.claims);
     let pins = Pins::of(claims);
     let selectors: Vec<Vec<Selector>> =
         claims.iter().map(|claim| claim.choices.iter().map(|c| selector(c, &pins)).collect()).collect();
     let mut available = vec![0; claims.len()];
     let (mut node, mut scratch) = (NodeDevices::default(), Vec::new());
-    for name in inputs.nodes.iter().filter(|n| filter.selects(n.labels())).filter_map(|n| n.metadata.name.as_deref()) {
+    for name in inputs.nodes.iter().filter_map(|n| n.metadata.name.as_deref()) {
         let neuron = inputs.slices.get(name).into_iter().flatten();
         let efa = inputs.efa_slices.get(name).into_iter().flatten();
         node.fill(neuron.chain(efa).map(Arc::as_ref), &allocated, inputs.taint_rules, &pins);

@@ -13,7 +13,7 @@ use crate::cluster::{
     ClaimView, DeviceView, LEGACY_DEVICE_PLUGIN_RESOURCES, NEURON_HEALTH, NodeView, PodView, SliceView,
 };
 use crate::logic::build::NEURON_DRIVER;
-use crate::logic::nodes::{self, NodeFilter};
+use crate::logic::nodes;
 use crate::logic::status::Health;
 
 /// Entries kept in `unhealthyDevices` and in `nodeIssues` each.
@@ -30,6 +30,7 @@ pub const DRIVER_VERSION_MISMATCH: &str = "DriverVersionMismatch";
 /// What the cluster shows, indexed for one assessment.
 pub struct Inputs<'a> {
     pub spec: &'a NeuronDRAConfigSpec,
+    /// The nodes the config selects (`NodeFilter`).
     pub nodes: &'a [Arc<NodeView>],
     /// The driver's slices, by node name.
     pub slices: &'a HashMap<String, Vec<Arc<SliceView>>>,
@@ -74,19 +75,21 @@ pub fn assess(inputs: &Inputs) -> Assessment {
     let mut issues: Vec<NodeIssue> = Vec::new();
     let mut affected_claims = BTreeSet::new();
 
-    let filter = NodeFilter::new(inputs.spec);
-    for node in inputs.nodes.iter().filter(|n| filter.selects(n.labels())) {
-        let name = node.name_any();
+    // Reused from node to node: a fleet has 100,000 of them.
+    let mut published: Vec<(&SliceView, &DeviceView)> = Vec::new();
+    let mut versions: Vec<&str> = Vec::new();
+    for node in inputs.nodes {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
         summary.nodes += 1;
         let expected = nodes::instance_type(node.labels()).and_then(|t| t.devices).unwrap_or(0) as i64;
         node_issues(node, inputs, &mut issues);
 
-        let slices = inputs.slices.get(&name).map(Vec::as_slice).unwrap_or_default();
+        let slices = inputs.slices.get(name).map(Vec::as_slice).unwrap_or_default();
         if slices.is_empty() {
             summary.total += expected;
             summary.unhealthy += expected;
             issues.push(issue(
-                &name,
+                name,
                 NO_RESOURCE_SLICE,
                 format!(
                     "no ResourceSlice from {NEURON_DRIVER}: the kubelet plugin is not publishing its {expected} devices"
@@ -94,29 +97,35 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             ));
             continue;
         }
-        let published: Vec<(&SliceView, &DeviceView)> = slices
-            .iter()
-            .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d.as_ref())))
-            .filter(|(_, d)| d.resource_type().is_none_or(|t| t == "neuron_device"))
-            .collect();
+        published.clear();
+        published.extend(
+            slices
+                .iter()
+                .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d.as_ref())))
+                .filter(|(_, d)| d.resource_type().is_none_or(|t| t == "neuron_device")),
+        );
         summary.total += expected.max(published.len() as i64);
 
-        let mut versions = BTreeSet::new();
+        versions.clear();
         for (slice, device) in &published {
-            if let Some(version) = device.dra_driver_version() {
-                versions.insert(version.to_string());
+            if let Some(version) = device.dra_driver_version().filter(|v| !versions.contains(v)) {
+                versions.push(version);
             }
             for rule in inputs.taint_rules.iter().filter(|rule| taint_rule::matches(rule, slice, device)) {
                 *rule_devices.entry(rule.metadata.name.as_deref().unwrap_or_default()).or_default() += 1;
             }
-            let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.to_string()));
-            let entry = |reason: String, effect: String| UnhealthyDevice {
-                node: name.clone(),
-                device: device.name.to_string(),
-                reason,
-                effect: Some(effect),
-                claim: holder.map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any())),
-                pods: holder.map(|c| c.pods()).unwrap_or_default(),
+            // Looked up for a listed device only: the key costs two strings, and a fleet has millions of devices.
+            let entry = |reason: String, effect: String| {
+                let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.to_string()));
+                UnhealthyDevice {
+                    node: name.to_string(),
+                    device: device.name.to_string(),
+                    reason,
+                    effect: Some(effect),
+                    claim: holder
+                        .map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any())),
+                    pods: holder.map(|c| c.pods()).unwrap_or_default(),
+                }
             };
             if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
                 summary.unhealthy += 1;
@@ -127,16 +136,16 @@ pub fn assess(inputs: &Inputs) -> Assessment {
                 informational.push(entry(reason, EFFECT_NONE.into()));
             }
         }
-        let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| d.device_id()).collect();
         let missing = expected - published.len() as i64;
         if missing > 0 {
             summary.unhealthy += missing;
+            let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| d.device_id()).collect();
             let absent = (0..expected).filter(|id| !present.contains(id)).take(missing as usize);
             for id in absent {
                 devices.push((
                     None,
                     UnhealthyDevice {
-                        node: name.clone(),
+                        node: name.to_string(),
                         device: format!("deviceId={id}"),
                         reason: MISSING.into(),
                         ..UnhealthyDevice::default()
@@ -145,16 +154,14 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             }
         }
         if let Some(expected_version) = &expected_version
-            && versions.iter().any(|v| v != expected_version)
+            && versions.iter().any(|v| *v != expected_version.as_str())
         {
-            let seen: Vec<&str> = versions.iter().map(String::as_str).collect();
+            versions.sort_unstable();
+            let seen = versions.join(", ");
             issues.push(issue(
-                &name,
+                name,
                 DRIVER_VERSION_MISMATCH,
-                format!(
-                    "slices published by DRA driver {} but the configured image is {expected_version}",
-                    seen.join(", ")
-                ),
+                format!("slices published by DRA driver {} but the configured image is {expected_version}", seen),
             ));
         }
     }
@@ -184,13 +191,13 @@ fn issue(node: &str, reason: &str, message: String) -> NodeIssue {
 }
 
 fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
-    let name = node.name_any();
+    let name = node.metadata.name.as_deref().unwrap_or_default();
     let status = &node.status;
     if inputs.plugin_expected {
-        match inputs.plugin_pods.get(&name) {
-            None => issues.push(issue(&name, PLUGIN_NOT_READY, "no kubelet-plugin pod on this node".into())),
+        match inputs.plugin_pods.get(name) {
+            None => issues.push(issue(name, PLUGIN_NOT_READY, "no kubelet-plugin pod on this node".into())),
             Some(pod) if !pod.ready() => issues.push(issue(
-                &name,
+                name,
                 PLUGIN_NOT_READY,
                 format!("kubelet-plugin pod {} is not ready", pod.name_any()),
             )),
@@ -198,12 +205,12 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
         }
     }
     if let Some(resource) = LEGACY_DEVICE_PLUGIN_RESOURCES.iter().find(|r| status.allocatable.iter().any(|a| a == *r)) {
-        issues.push(issue(&name, LEGACY_DEVICE_PLUGIN, format!("the legacy Neuron device plugin advertises {resource} here: devices may be allocated twice; remove it from DRA nodes")));
+        issues.push(issue(name, LEGACY_DEVICE_PLUGIN, format!("the legacy Neuron device plugin advertises {resource} here: devices may be allocated twice; remove it from DRA nodes")));
     }
     let version: &str = &status.node_info.kubelet_version;
     if kubelet_has_dra_regression(version) {
         issues.push(issue(
-            &name,
+            name,
             KUBELET_DRA_REGRESSION,
             format!(
                 "kubelet {version} has a DRA regression (kubernetes/kubernetes#133920); upgrade to 1.34.2 or newer"
@@ -214,7 +221,7 @@ fn node_issues(node: &NodeView, inputs: &Inputs, issues: &mut Vec<NodeIssue>) {
         let kind = if condition.type_ == NEURON_HEALTH { NEURON_HEALTH } else { ACCELERATED_HARDWARE_NOT_READY };
         let reason = condition.reason.clone().unwrap_or_default();
         let message = condition.message.clone().unwrap_or_default();
-        issues.push(issue(&name, kind, format!("{reason}: {message}")));
+        issues.push(issue(name, kind, format!("{reason}: {message}")));
     }
 }
 

@@ -53,9 +53,11 @@ impl World {
     }
 
     fn assess(&self) -> Assessment {
+        let filter = crate::logic::nodes::NodeFilter::new(&self.spec);
+        let selected: Vec<_> = self.nodes.iter().filter(|n| filter.selects(n.labels())).cloned().collect();
         assess(&Inputs {
             spec: &self.spec,
-            nodes: &self.nodes,
+            nodes: &selected,
             slices: &self.slices,
             plugin_pods: &self.pods,
             taint_rules: &self.rules,

@@ -11,7 +11,7 @@ mod counts;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use counts::versions;
 
@@ -270,7 +270,10 @@ enum Verdict {
 }
 
 fn judge(status: &mut RolloutStatus, toward: &check::Toward, inputs: &Inputs) -> Verdict {
-    let by_name: HashMap<&str, &NodeState> = inputs.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    // The step's few nodes, found in one pass over the fleet.
+    let moved: HashSet<&str> = status.step_nodes.iter().map(|m| m.node.as_str()).collect();
+    let by_name: HashMap<&str, &NodeState> =
+        inputs.nodes.iter().filter(|n| moved.contains(n.name.as_str())).map(|n| (n.name.as_str(), n)).collect();
     let failures: Vec<NodeIssue> = status
         .step_nodes
         .iter()
