@@ -54,13 +54,16 @@ fn efa_slice(shared: &Shared, i: usize) -> Value {
     slice
 }
 
-/// Plugin pod `i`: DaemonSet `i / nodes` on node `i % nodes`.
-fn pod(shared: &Shared, plugin: &super::upstream::Plugin, node: usize) -> Value {
-    let node_name = shared.spec.node_name(node);
+/// Stands for the node's index in a plugin's pod template.
+pub const POD_NODE: &str = "@NODE@";
+
+/// The JSON of `plugin`'s pod on node `POD_NODE`, which each pod replaces with its node's index.
+pub fn pod_template(shared: &Shared, plugin: &super::upstream::Plugin) -> String {
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
-            "name": format!("{}-{node}", plugin.name), "namespace": plugin.namespace, "uid": format!("{}-{node}", plugin.uid),
+            "name": format!("{}-{POD_NODE}", plugin.name), "namespace": plugin.namespace,
+            "uid": format!("{}-{POD_NODE}", plugin.uid),
             "labels": {
                 "app.kubernetes.io/managed-by": neuron_dra_operator::api::labels::MANAGER,
                 "neurondra.io/config": plugin.config,
@@ -69,11 +72,12 @@ fn pod(shared: &Shared, plugin: &super::upstream::Plugin, node: usize) -> Value 
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": plugin.name, "uid": plugin.uid,
                 "controller": true, "blockOwnerDeletion": true}],
         },
-        "spec": {"nodeName": node_name, "containers": [{"name": "plugin", "image": "replayed"}]},
+        "spec": {"nodeName": format!("{}-{POD_NODE}", shared.spec.prefix),
+            "containers": [{"name": "plugin", "image": "replayed"}]},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     });
     version_of(&mut pod, plugin.version);
-    pod
+    pod.to_string()
 }
 
 /// How many objects of `kind` there are now.
@@ -85,15 +89,24 @@ fn count(shared: &Shared, kind: Kind) -> usize {
     }
 }
 
-fn object(shared: &Shared, kind: Kind, i: usize) -> Option<Value> {
+/// Object `i` of `kind` as served: the node's unchanging objects from the cache (`Shared::rendered`), the rest built.
+fn object(shared: &Shared, kind: Kind, i: usize) -> Option<Bytes> {
+    let rendered = |slot: usize, build: &dyn Fn() -> Value| {
+        shared.rendered[slot][i].get_or_init(|| Bytes::from(serde_json::to_vec(&build()).unwrap())).clone()
+    };
     Some(match kind {
-        Kind::Nodes => node(shared, i),
-        Kind::NeuronSlices => neuron_slice(shared, i, shared.taints.lock().unwrap().get(&i)),
-        Kind::EfaSlices => efa_slice(shared, i),
-        Kind::Claims => shared.claims.lock().unwrap().values().nth(i)?.clone(),
+        Kind::Nodes => rendered(0, &|| node(shared, i)),
+        Kind::NeuronSlices => match shared.taints.lock().unwrap().get(&i) {
+            Some(taints) => Bytes::from(serde_json::to_vec(&neuron_slice(shared, i, Some(taints))).unwrap()),
+            None => rendered(1, &|| neuron_slice(shared, i, None)),
+        },
+        Kind::EfaSlices => rendered(2, &|| efa_slice(shared, i)),
+        Kind::Claims => Bytes::from(serde_json::to_vec(shared.claims.lock().unwrap().values().nth(i)?).unwrap()),
         Kind::Pods => {
             let plugins = shared.plugins.lock().unwrap();
-            pod(shared, plugins.get(i / shared.model.nodes)?, i % shared.model.nodes)
+            let plugin = plugins.get(i / shared.model.nodes)?;
+            let node = (i % shared.model.nodes).to_string();
+            Bytes::from(plugin.pod.replace(POD_NODE, &node))
         }
     })
 }
@@ -124,7 +137,7 @@ pub fn list(shared: &Shared, kind: Kind, query: &HashMap<String, String>) -> Res
             if items.len() > 1 {
                 items.push(b',');
             }
-            serde_json::to_writer(&mut items, &object).unwrap();
+            items.extend_from_slice(&object);
         }
     }
     items.push(b']');

@@ -26,6 +26,8 @@ pub struct Plugin {
     pub config: String,
     pub hash: String,
     pub version: u64,
+    /// Its pods' JSON, made once per revision (`serve::pod_template`).
+    pub pod: String,
 }
 
 /// Sends the request on to the API server under the operator's ServiceAccount; the answer comes back as it is, but
@@ -169,6 +171,7 @@ pub async fn follow_plugins(shared: Arc<Shared>) {
                         hash: newest.labels().get("controller-revision-hash")?.clone(),
                         uid,
                         version: 0,
+                        pod: String::new(),
                     })
                 })
                 .collect();
@@ -180,7 +183,10 @@ pub async fn follow_plugins(shared: Arc<Shared>) {
             };
             if changed {
                 let version = shared.version() + 1;
-                plugins.iter_mut().for_each(|p| p.version = version);
+                for plugin in &mut plugins {
+                    plugin.version = version;
+                    plugin.pod = super::serve::pod_template(&shared, plugin);
+                }
                 *shared.plugins.lock().unwrap() = plugins;
                 shared.expire(Kind::Pods);
             }

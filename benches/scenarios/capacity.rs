@@ -82,9 +82,8 @@ fn allocated_one(status: &NeuronDRAConfigStatus) -> Option<i64> {
     status.profiles.iter().flat_map(|p| &p.capacity).find(|c| c.template == "one").map(|c| c.allocated)
 }
 
-/// 5a: the pure computation over the views the operator would cache.
-fn computation(nodes: usize, claims: usize, table: &mut Table) {
-    let scenario = format!("5. capacity, {nodes} nodes, {claims} claims");
+/// 5a: the pure computation over the views the operator would cache (scenario 6 measures it per fleet too).
+pub fn computation(scenario: &str, nodes: usize, claims: usize, target_ms: f64, table: &mut Table) {
     let spec = fleet_spec("cap", nodes);
     let node_views: Vec<Arc<NodeView>> = (0..nodes).map(|i| Arc::new(node_view(&fleet::node(&spec, i)))).collect();
     let mut slices: HashMap<String, Vec<Arc<SliceView>>> = HashMap::new();
@@ -103,9 +102,14 @@ fn computation(nodes: usize, claims: usize, table: &mut Table) {
         .collect();
     let config: NeuronDRAConfig = serde_json::from_value(config_doc("cap", "ns", "cap")).unwrap();
     let validated = neuron_dra_operator::logic::validate::validate(&config).unwrap();
+    // The snapshot selects a config's nodes once per reconcile, for rollout, health and capacity alike.
+    let filter = neuron_dra_operator::logic::nodes::NodeFilter::new(&validated.spec);
+    let selected: Vec<_> =
+        node_views.iter().filter(|n| filter.selects(kube::ResourceExt::labels(n.as_ref()))).cloned().collect();
+    assert_eq!(selected.len(), node_views.len(), "the config selects the whole fleet");
     let inputs = neuron_dra_operator::logic::capacity::Inputs {
         config: &validated,
-        nodes: &node_views,
+        nodes: &selected,
         slices: &slices,
         efa_slices: &efa_slices,
         claims: &claim_views,
@@ -120,25 +124,26 @@ fn computation(nodes: usize, claims: usize, table: &mut Table) {
     }
     let ms = median(&mut times);
     table.add(
-        &scenario,
-        "one capacity computation per config (6 templates, median of 5)",
+        scenario,
+        &format!("one capacity computation per config (6 templates, {claims} claims, median of 5)"),
         format!("{ms:.1} ms"),
-        "< 100 ms",
-        Some(ms < 100.0),
+        &format!("< {target_ms} ms"),
+        Some(ms < target_ms),
     );
 }
 
 /// 5a alone.
 pub fn computation_only(table: &mut Table) {
-    computation(env_or("BENCH_CAPACITY_NODES", 5000), env_or("BENCH_CLAIMS", 20000), table);
+    let (nodes, claims) = (env_or("BENCH_CAPACITY_NODES", 5000), env_or("BENCH_CLAIMS", 20000));
+    computation(&format!("5. capacity, {nodes} nodes, {claims} claims"), nodes, claims, 100.0, table);
 }
 
 /// 5b: the operator holding the fleet and the claims.
 pub async fn capacity_scale(client: &Client, table: &mut Table) {
     let nodes: usize = env_or("BENCH_CAPACITY_NODES", 5000);
     let claims: usize = env_or("BENCH_CLAIMS", 20000);
-    computation(nodes, claims, table);
     let scenario = format!("5. capacity, {nodes} nodes, {claims} claims");
+    computation(&scenario, nodes, claims, 100.0, table);
     let prefix = "benchcap";
     let spec = fleet_spec(prefix, nodes);
     let started = Instant::now();

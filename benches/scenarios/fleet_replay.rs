@@ -188,4 +188,8 @@ async fn fleet(client: &Client, nodes: usize, table: &mut Table) {
 
     delete_and_wait(&api, &name).await;
     drop(operator);
+    drop(replay);
+    // The same fleet as the operator caches it, with one allocated claim per five nodes (one device each, four to a
+    // node): the pure computation a reconcile runs per config.
+    super::capacity::computation(&scenario, nodes, nodes / 5, 1000.0, table);
 }
