@@ -216,6 +216,10 @@ impl DeviceView {
     pub fn resource_type(&self) -> Option<&str> {
         self.attributes.common.resource_type.as_deref()
     }
+    /// A Neuron device rather than one of its cores (a slice entry without a type is taken for a device).
+    pub fn is_neuron_device(&self) -> bool {
+        self.resource_type().is_none_or(|t| t == "neuron_device")
+    }
     pub fn dra_driver_version(&self) -> Option<&str> {
         self.attributes.common.dra_driver_version.as_deref()
     }

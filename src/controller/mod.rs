@@ -32,7 +32,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::NeuronDRAConfig;
@@ -77,14 +77,15 @@ pub struct Options {
 
 /// What a reconcile reads of a config beyond its status: a change of anything else triggers one. Its own status write
 /// comes back through the watch and triggers nothing: with a fleet's nodes to walk, that second reconcile per input
-/// event doubled the work (the 100,000-node benchmark found it). The store still takes every version.
-fn what_a_reconcile_reads(config: &GuardedConfig) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let meta = config.meta();
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (&meta.uid, meta.generation, &meta.labels, &meta.annotations, &meta.finalizers).hash(&mut hasher);
-    meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
-    Some(hasher.finish())
+/// event doubled the work (the 100,000-node benchmark found it). The store still takes every version, and a config
+/// created again under its name (a new uid) always passes.
+fn what_a_reconcile_reads() -> impl Predicate<GuardedConfig> {
+    let deleting = |config: &GuardedConfig| Some(u64::from(config.meta().deletion_timestamp.is_some()));
+    predicates::generation
+        .combine(predicates::labels)
+        .combine(predicates::annotations)
+        .combine(predicates::finalizers)
+        .combine(deleting)
 }
 
 /// Maps an owned object to the config named in its label, if this operator manages that config (with
@@ -143,7 +144,7 @@ pub async fn run_controller(
     let (configs, writer) = reflector::store();
     let applied = reflector::reflector(writer, watch(configs_api, config_watch))
         .applied_objects()
-        .predicate_filter(what_a_reconcile_reads, Default::default());
+        .predicate_filter(what_a_reconcile_reads(), Default::default());
     let controller =
         Controller::for_stream(without_errors(NeuronDRAConfig::kind(&()).into_owned(), applied), configs.clone())
             .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(DEBOUNCE));

@@ -85,10 +85,6 @@ impl Snapshot {
         })
     }
 
-    pub fn nodes(&self) -> &[Arc<NodeView>] {
-        &self.nodes
-    }
-
     /// The Neuron driver's slices of one node.
     pub fn slices_of(&self, node: &str) -> &[Arc<SliceView>] {
         self.slices.get(node).map(Vec::as_slice).unwrap_or_default()

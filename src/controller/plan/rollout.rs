@@ -155,7 +155,7 @@ fn node_states(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<NodeState> 
             // One pass over the devices: their count and the few versions they publish.
             let (mut devices, mut versions) = (0, Vec::<&str>::new());
             for device in slices.iter().flat_map(|s| s.spec.devices.iter()) {
-                if device.resource_type().is_some_and(|t| t != "neuron_device") {
+                if !device.is_neuron_device() {
                     continue;
                 }
                 devices += 1;

@@ -1,6 +1,7 @@
 //! What a reconcile reads: which config changes trigger one, and the snapshot's selection per config.
 
 use kube::ResourceExt;
+use kube::runtime::Predicate;
 use serde_json::json;
 
 use super::fixtures::{self, World};
@@ -12,7 +13,8 @@ use crate::logic::validate::validate;
 /// change does.
 #[test]
 fn only_what_a_reconcile_reads_triggers_one() {
-    let key = |config: &NeuronDRAConfig| crate::controller::what_a_reconcile_reads(&fixtures::guarded(config.clone()));
+    let reads = crate::controller::what_a_reconcile_reads();
+    let key = |config: &NeuronDRAConfig| reads.hash_property(&fixtures::guarded(config.clone()));
     let original = config(json!({}));
     let mut status_written = original.clone();
     status_written.metadata.resource_version = Some("2".into());

@@ -102,7 +102,7 @@ pub fn assess(inputs: &Inputs) -> Assessment {
             slices
                 .iter()
                 .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d.as_ref())))
-                .filter(|(_, d)| d.resource_type().is_none_or(|t| t == "neuron_device")),
+                .filter(|(_, d)| d.is_neuron_device()),
         );
         summary.total += expected.max(published.len() as i64);
 
