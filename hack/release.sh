@@ -23,6 +23,8 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/release"
 ARCHES=(amd64 arm64)
 SOURCE_URL="https://github.com/neurondra/neuron-dra-operator"
+# The project's licence (LICENSE), as the images' OCI label names it; the operator image's comes from its Dockerfile.
+LICENSE="Apache-2.0"
 
 log() { echo "release: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -33,6 +35,15 @@ crate_version() { awk -F'"' '$1 == "version = " { print $2; exit }' Cargo.toml; 
 kustomize_field() { awk -v key="$1:" '$1 == key { print $2; exit }' config/manager/kustomization.yaml; }
 operator_ref() { echo "$(kustomize_field newName):$(kustomize_field newTag)"; }
 bundle_ref() { echo "$(kustomize_field newName)-bundle:v$(kustomize_field newTag)"; }
+
+# revision: the commit the tree is at, `-dirty` when it has changes; the binary's build_info and --version carry it,
+# the image its label.
+revision() {
+  local commit
+  commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  [[ -z "$(git status --porcelain 2>/dev/null)" ]] || commit="${commit}-dirty"
+  echo "${commit}"
+}
 
 # rust_target ARCH: the musl target of an architecture, in either spelling.
 rust_target() {
@@ -63,7 +74,7 @@ binary() {
   zigbuild="$(hack/tools.sh path cargo-zigbuild)"
   tools="$(dirname "${zig}"):$(dirname "${zigbuild}")"
   log "building neuron-dra-operator for ${target} (profile ${profile})"
-  PATH="${tools}:${PATH}" CARGO_TARGET_DIR="${target_dir}" cargo zigbuild --locked --quiet --profile "${profile}" \
+  PATH="${tools}:${PATH}" CARGO_TARGET_DIR="${target_dir}" NEURON_DRA_OPERATOR_REVISION="$(revision)" cargo zigbuild --locked --quiet --profile "${profile}" \
     --target "${target}" --bin neuron-dra-operator >&2
   echo "${target_dir}/${target}/${profile}/neuron-dra-operator"
 }
@@ -121,6 +132,7 @@ bundle_image() {
   log "building the OLM bundle image"
   buildah_ bud --quiet --pull=never --layers=false --timestamp 0 --omit-history \
     --label org.opencontainers.image.version="${version}" --label org.opencontainers.image.revision="${revision}" \
+    --label org.opencontainers.image.licenses="${LICENSE}" --label org.opencontainers.image.source="${SOURCE_URL}" \
     -t "${ref}" -f bundle/bundle.Dockerfile bundle >/dev/null
   rm -f "${out}/neuron-dra-operator-bundle-v${version}.oci.tar"
   buildah_ push --quiet "${ref}" "oci-archive:${out}/neuron-dra-operator-bundle-v${version}.oci.tar:${ref}"
@@ -150,8 +162,7 @@ sbom() {
 release() {
   local version="$1" profile="$2" out="$3" with_sbom="$4" revision
   check_versions "${version}"
-  revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-  [[ -z "$(git status --porcelain 2>/dev/null)" ]] || revision="${revision}-dirty"
+  revision="$(revision)"
   mkdir -p "${out}"
   out="$(cd "${out}" && pwd)"
   local start=${SECONDS}

@@ -18,7 +18,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the controller (kubeconfig from KUBECONFIG, or in-cluster).
+    /// Run the controller (kubeconfig from --kubeconfig, KUBECONFIG, ~/.kube/config, or in-cluster).
     Run(crate::run::RunArgs),
     /// Print the NeuronDRAConfig CRD as YAML.
     Crd,

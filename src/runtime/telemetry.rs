@@ -14,6 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -37,14 +38,6 @@ pub struct TeamLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     pub category: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    /// get, list, watch, create, update, patch, delete.
-    pub verb: String,
-    /// Plural resource, with `/status` for the status subresource.
-    pub resource: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -78,6 +71,8 @@ pub struct Metrics {
     pub remediation_held_back_nodes: Family<ConfigLabels, Gauge>,
     pub team_quota_devices: Family<TeamLabels, Gauge>,
     pub team_used_devices: Family<TeamLabels, Gauge>,
+    /// 1 while this replica leads (or runs alone, `--leader-elect=false`), else 0.
+    pub leader: Gauge,
     /// The team namespaces each config has series for, so that one dropped from its status loses them.
     team_namespaces: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Every gauge labelled by config alone.
@@ -86,7 +81,17 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("neuron_dra_operator");
+        // The process metrics keep their usual names; everything else is the operator's own.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(process::ProcessCollector));
+        let mut registry = root.sub_registry_with_prefix("neuron_dra_operator");
+        registry.register("build", "The operator's version and the commit it was built from", build_info());
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease (or runs without leader election), else 0",
+            leader.clone(),
+        );
         // Every per-config gauge is registered through here, so a deleted config's series all go (`forget`).
         let mut per_config = Vec::new();
         let mut config_gauge = |registry: &mut Registry, name: &str, help: &str| {
@@ -168,7 +173,7 @@ impl Default for Metrics {
             team_used_devices.clone(),
         );
         Self {
-            registry,
+            registry: root,
             reconciles,
             reconcile_errors,
             reconcile_duration,
@@ -190,6 +195,7 @@ impl Default for Metrics {
             remediation_held_back_nodes,
             team_quota_devices,
             team_used_devices,
+            leader,
             team_namespaces: Mutex::default(),
             per_config,
         }
@@ -292,36 +298,6 @@ impl Metrics {
     }
 }
 
-/// Verb and resource of a request, from its method and path
-/// (`/api/v1/namespaces/ns/pods/name/status`, `/apis/group/version/resource`).
-pub fn classify_request(method: &http::Method, uri: &http::Uri) -> RequestLabels {
-    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
-    let rest = match segments.first() {
-        Some(&"api") => segments.get(2..).unwrap_or_default(),
-        Some(&"apis") => segments.get(3..).unwrap_or_default(),
-        _ => &[],
-    };
-    // Skip `namespaces/<ns>` when a namespaced resource follows.
-    let rest = if rest.len() > 2 && rest[0] == "namespaces" { &rest[2..] } else { rest };
-    let mut resource = rest.first().copied().unwrap_or("unknown").to_string();
-    let named = rest.len() > 1;
-    if let Some(sub) = rest.get(2) {
-        resource = format!("{resource}/{sub}");
-    }
-    let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
-    let verb = match *method {
-        http::Method::GET if watch => "watch",
-        http::Method::GET if named => "get",
-        http::Method::GET => "list",
-        http::Method::POST => "create",
-        http::Method::PUT => "update",
-        http::Method::PATCH => "patch",
-        http::Method::DELETE => "delete",
-        _ => "other",
-    };
-    RequestLabels { verb: verb.into(), resource }
-}
-
 /// Readiness as `/readyz` reports it: the caches are synced (or this replica is a standby).
 #[derive(Clone, Default)]
 pub struct Readiness(Arc<AtomicBool>);
@@ -360,5 +336,20 @@ pub fn seconds(duration: Duration) -> f64 {
     duration.as_secs_f64()
 }
 
+/// The commit the binary was built from: `NEURON_DRA_OPERATOR_REVISION` at build time (hack/release.sh and the
+/// Dockerfile set it), else `unknown`.
+pub const REVISION: &str = match option_env!("NEURON_DRA_OPERATOR_REVISION") {
+    Some(revision) => revision,
+    None => "unknown",
+};
+
+/// `neuron_dra_operator_build_info{version, revision} 1`, the series dashboards join on to show what runs.
+fn build_info() -> Info<Vec<(&'static str, &'static str)>> {
+    Info::new(vec![("version", env!("CARGO_PKG_VERSION")), ("revision", REVISION)])
+}
+
+mod process;
+mod requests;
+pub use requests::{RequestLabels, classify_request};
 #[cfg(test)]
 mod tests;
