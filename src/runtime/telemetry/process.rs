@@ -7,11 +7,11 @@
 //! `Collector` trait is another type; the `/proc` parsing is procfs', the crate the `prometheus` crate's own process
 //! collector uses.
 
+use procfs::process::{LimitValue, Process};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use procfs::process::{LimitValue, Process};
 
 /// One scrape's reading of `/proc/self`.
 #[derive(Debug, Default, PartialEq)]

@@ -170,8 +170,15 @@ fn build_info_the_leader_gauge_and_the_process_metrics_are_exported() {
 
     // The process series keep client_golang's names (no prefix), and read this process.
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let rss_kib: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim()
-        .trim_end_matches(" kB").trim().parse().unwrap();
+    let rss_kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
     let rss = value_of(&text, "process_resident_memory_bytes");
     assert!((rss - rss_kib * 1024.0).abs() < 64.0 * 1024.0 * 1024.0, "{rss} vs VmRSS {rss_kib} KiB");
     assert!(value_of(&text, "process_cpu_seconds_total") > 0.0, "{text}");
