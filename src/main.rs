@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     let matches = Cli::command().long_version(long_version).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Crd => {
             print!("{}", crd_yaml());
             Ok(())

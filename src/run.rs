@@ -216,7 +216,7 @@ mod tests {
     fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
         let argv = ["neuron-dra-operator", "run"].iter().chain(args);
         match Cli::try_parse_from(argv)?.command {
-            Command::Run(args) => Ok(args),
+            Command::Run(args) => Ok(*args),
             other => panic!("not run: {other:?}"),
         }
     }

@@ -78,8 +78,11 @@ impl MetricsCertificate {
     }
 }
 
-/// The bytes of tls.crt and tls.key, and one digest of both.
-fn read_files(dir: &Path) -> anyhow::Result<((Vec<u8>, Vec<u8>), [u8; 32])> {
+/// The bytes of tls.crt and tls.key.
+type Files = (Vec<u8>, Vec<u8>);
+
+/// The files, and one digest of both.
+fn read_files(dir: &Path) -> anyhow::Result<(Files, [u8; 32])> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read(&path).with_context(|| format!("cannot read the metrics certificate file {}", path.display()))
@@ -94,7 +97,7 @@ fn read_files(dir: &Path) -> anyhow::Result<((Vec<u8>, Vec<u8>), [u8; 32])> {
 
 type Certificate = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
-fn parse(dir: &Path, (cert, key): &(Vec<u8>, Vec<u8>)) -> anyhow::Result<Certificate> {
+fn parse(dir: &Path, (cert, key): &Files) -> anyhow::Result<Certificate> {
     let cert_file = dir.join("tls.crt");
     let certs = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()

@@ -84,7 +84,7 @@ impl Default for Metrics {
         // The process metrics keep their usual names; everything else is the operator's own.
         let mut root = Registry::default();
         root.register_collector(Box::new(process::ProcessCollector));
-        let mut registry = root.sub_registry_with_prefix("neuron_dra_operator");
+        let registry = root.sub_registry_with_prefix("neuron_dra_operator");
         registry.register("build", "The operator's version and the commit it was built from", build_info());
         let leader = Gauge::default();
         registry.register(
@@ -110,15 +110,15 @@ impl Default for Metrics {
         registry.register("reconciles", "Reconciles per config", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
         registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
-        let managed_objects = config_gauge(&mut registry, "managed_objects", "Objects a config owns");
+        let managed_objects = config_gauge(registry, "managed_objects", "Objects a config owns");
         registry.register(
             "api_requests",
             "Requests this process sent to the API server, by verb and resource",
             api_requests.clone(),
         );
-        let nodes = config_gauge(&mut registry, "nodes", "Nodes a config selects");
-        let devices = config_gauge(&mut registry, "devices", "Neuron devices on the nodes a config selects");
-        let unhealthy_devices = config_gauge(&mut registry, "unhealthy_devices", "Unhealthy Neuron devices per config");
+        let nodes = config_gauge(registry, "nodes", "Nodes a config selects");
+        let devices = config_gauge(registry, "devices", "Neuron devices on the nodes a config selects");
+        let unhealthy_devices = config_gauge(registry, "unhealthy_devices", "Unhealthy Neuron devices per config");
         registry.register(
             "template_available",
             "How many more claims of a profile's template the config's nodes can satisfy now",
@@ -130,33 +130,27 @@ impl Default for Metrics {
             template_allocated.clone(),
         );
         let driver_desired_nodes =
-            config_gauge(&mut registry, "driver_desired_nodes", "Nodes that should run a config's kubelet plugin");
+            config_gauge(registry, "driver_desired_nodes", "Nodes that should run a config's kubelet plugin");
         let driver_ready_nodes =
-            config_gauge(&mut registry, "driver_ready_nodes", "Nodes whose kubelet plugin pod is ready");
-        let driver_updated_nodes = config_gauge(
-            &mut registry,
-            "driver_updated_nodes",
-            "Nodes running a config's current kubelet plugin version",
-        );
+            config_gauge(registry, "driver_ready_nodes", "Nodes whose kubelet plugin pod is ready");
+        let driver_updated_nodes =
+            config_gauge(registry, "driver_updated_nodes", "Nodes running a config's current kubelet plugin version");
         let driver_rollout_halted = config_gauge(
-            &mut registry,
+            registry,
             "driver_rollout_halted",
             "1 while a config's stepped plugin rollout is halted, else 0",
         );
-        let templates = config_gauge(&mut registry, "templates", "ResourceClaimTemplates a config has in place");
+        let templates = config_gauge(registry, "templates", "ResourceClaimTemplates a config has in place");
         registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
         let remediation_failing_nodes = config_gauge(
-            &mut registry,
+            registry,
             "remediation_failing_nodes",
             "Selected nodes reporting a Neuron hardware problem, with a remediation policy",
         );
-        let remediated_nodes = config_gauge(
-            &mut registry,
-            "remediated_nodes",
-            "Nodes whose Neuron devices a config's remediation taints now",
-        );
+        let remediated_nodes =
+            config_gauge(registry, "remediated_nodes", "Nodes whose Neuron devices a config's remediation taints now");
         let remediation_held_back_nodes = config_gauge(
-            &mut registry,
+            registry,
             "remediation_held_back_nodes",
             "Failing nodes a config's remediation leaves untainted because its budget is spent",
         );
