@@ -15,11 +15,13 @@ FROM docker.io/library/rust:1.95-bookworm AS source
 RUN apt-get update && apt-get install -y --no-install-recommends musl-tools && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
+# The commit, for the binary's build_info metric and --version (`make image` passes it).
+ARG REVISION=unknown
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     target="$(uname -m)-unknown-linux-musl" \
     && rustup target add "${target}" \
-    && cargo build --locked --release --target "${target}" --bin neuron-dra-operator \
+    && NEURON_DRA_OPERATOR_REVISION="${REVISION}" cargo build --locked --release --target "${target}" --bin neuron-dra-operator \
     && cp "target/${target}/release/neuron-dra-operator" /neuron-dra-operator
 
 FROM scratch AS prebuilt
@@ -34,6 +36,7 @@ ARG REVISION=unknown
 LABEL org.opencontainers.image.title="neuron-dra-operator" \
       org.opencontainers.image.description="Runs AWS Neuron DRA on Trainium from one NeuronDRAConfig" \
       org.opencontainers.image.source="https://github.com/neurondra/neuron-dra-operator" \
+      org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
 COPY --from=binary /neuron-dra-operator /neuron-dra-operator

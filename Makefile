@@ -5,7 +5,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/target/controlplane/kubeconfig
 
 include hack/controlplane.mk
 
-.PHONY: build release release-check version lint test test-node unit-test crds bench demo demo-down tools
+.PHONY: build release publish release-check version lint test test-node unit-test crds bench demo demo-down tools
 
 ## The main job on one machine: control plane, simulated fleet, operator, the mixed sample, one faulty device.
 demo:
@@ -22,6 +22,12 @@ build:
 release:
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
 	hack/release.sh build $(VERSION)
+
+## Build the release (unless dist/ holds it) and push it to REGISTRY (host/path, e.g. ghcr.io/you): the image index,
+## the bundle image and the chart as an OCI artifact (docs/release.md; log in with skopeo and helm first).
+publish:
+	@test -n "$(VERSION)" -a -n "$(REGISTRY)" || { echo "usage: make publish VERSION=x.y.z REGISTRY=host/path" >&2; exit 2; }
+	hack/release.sh publish $(REGISTRY) $(VERSION)
 
 ## The release's fast subset (unoptimised binaries, no SBOM) into target/release-check-dist, and the test that checks it.
 release-check:
@@ -78,9 +84,9 @@ bundle-image:
 tools:
 	hack/tools.sh build
 
+## Format, clippy, every dependency's licence (deny.toml) and the GitHub workflows (actionlint): hack/lint.sh.
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	CARGO="$(CARGO)" hack/lint.sh
 
 ## Unit tests and the tests that need no cluster.
 unit-test:

@@ -76,8 +76,8 @@ contexts: [{name: operator, context: {cluster: local, user: operator}}]
 current-context: operator
 EOF
 # Port 0: the kernel picks free ports and the operator logs the addresses it bound.
-KUBECONFIG="${STATE}/operator.kubeconfig" nohup "${BIN}" run --metrics-addr 127.0.0.1:0 \
-  --probe-addr 127.0.0.1:0 --lease-namespace neuron-dra-operator-system >"${STATE}/operator.log" 2>&1 &
+KUBECONFIG="${STATE}/operator.kubeconfig" nohup "${BIN}" run --metrics-bind-address 127.0.0.1:0 \
+  --health-probe-bind-address 127.0.0.1:0 --lease-namespace neuron-dra-operator-system >"${STATE}/operator.log" 2>&1 &
 echo $! >"${STATE}/operator.pid"
 bound_port() { sed -n "/serving \/$1/s/.*address=[0-9.]*:\([0-9]*\).*/\1/p" "${STATE}/operator.log" | head -1; }
 for _ in $(seq 100); do

@@ -47,7 +47,7 @@ kubectl get node "${NODE}" >/dev/null || fail "no Node ${NODE} (NODES=1 hack/con
 # The CRD and a local operator (no leader election), as tests/support/cluster.rs runs it.
 kubectl apply --server-side --force-conflicts -f "${REPO_ROOT}/crds" >/dev/null
 kubectl wait --for=condition=Established crd/neurondraconfigs.neurondra.io --timeout=30s >/dev/null
-RUST_LOG=info "${OPERATOR}" run --leader-elect=false --metrics-addr 127.0.0.1:0 --probe-addr 127.0.0.1:0 \
+RUST_LOG=info "${OPERATOR}" run --leader-elect=false --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
   >"${OPERATOR_LOG}" 2>&1 &
 OPERATOR_PID=$!
 log "operator running (pid ${OPERATOR_PID}, log ${OPERATOR_LOG})"

@@ -9,6 +9,11 @@
 #                                          into OUT (default target/release-check-dist)
 #   hack/release.sh binary ARCH [PROFILE]  build the static operator binary for ARCH (x86_64/amd64, aarch64/arm64)
 #                                          with the cargo PROFILE (default release); print its path
+#   hack/release.sh publish REGISTRY VERSION [OUT]  push the release in OUT (default dist/; built first if missing) to
+#                                          REGISTRY (host/path): the image index REGISTRY/neuron-dra-operator:VERSION,
+#                                          the bundle image REGISTRY/neuron-dra-operator-bundle:vVERSION and the chart
+#                                          oci://REGISTRY/charts; writes OUT/digests (REFERENCE@DIGEST per line, for
+#                                          signing; `make publish`, .github/workflows/release.yml)
 #   hack/release.sh set-version VERSION    write VERSION into every place that carries it (`make version`)
 #   hack/release.sh ref operator|bundle|tag  print the operator image, the bundle image or the tag, as
 #                                          config/manager/kustomization.yaml names them (the one place they are set)
@@ -23,6 +28,8 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_DIR="${XDG_CACHE_HOME:-${HOME}/.cache}/neuron-dra-operator/release"
 ARCHES=(amd64 arm64)
 SOURCE_URL="https://github.com/neurondra/neuron-dra-operator"
+# The project's licence (LICENSE), as the images' OCI label names it; the operator image's comes from its Dockerfile.
+LICENSE="Apache-2.0"
 
 log() { echo "release: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -33,6 +40,15 @@ crate_version() { awk -F'"' '$1 == "version = " { print $2; exit }' Cargo.toml; 
 kustomize_field() { awk -v key="$1:" '$1 == key { print $2; exit }' config/manager/kustomization.yaml; }
 operator_ref() { echo "$(kustomize_field newName):$(kustomize_field newTag)"; }
 bundle_ref() { echo "$(kustomize_field newName)-bundle:v$(kustomize_field newTag)"; }
+
+# revision: the commit the tree is at, `-dirty` when it has changes; the binary's build_info and --version carry it,
+# the image its label.
+revision() {
+  local commit
+  commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  [[ -z "$(git status --porcelain 2>/dev/null)" ]] || commit="${commit}-dirty"
+  echo "${commit}"
+}
 
 # rust_target ARCH: the musl target of an architecture, in either spelling.
 rust_target() {
@@ -63,7 +79,7 @@ binary() {
   zigbuild="$(hack/tools.sh path cargo-zigbuild)"
   tools="$(dirname "${zig}"):$(dirname "${zigbuild}")"
   log "building neuron-dra-operator for ${target} (profile ${profile})"
-  PATH="${tools}:${PATH}" CARGO_TARGET_DIR="${target_dir}" cargo zigbuild --locked --quiet --profile "${profile}" \
+  PATH="${tools}:${PATH}" CARGO_TARGET_DIR="${target_dir}" NEURON_DRA_OPERATOR_REVISION="$(revision)" cargo zigbuild --locked --quiet --profile "${profile}" \
     --target "${target}" --bin neuron-dra-operator >&2
   echo "${target_dir}/${target}/${profile}/neuron-dra-operator"
 }
@@ -121,6 +137,7 @@ bundle_image() {
   log "building the OLM bundle image"
   buildah_ bud --quiet --pull=never --layers=false --timestamp 0 --omit-history \
     --label org.opencontainers.image.version="${version}" --label org.opencontainers.image.revision="${revision}" \
+    --label org.opencontainers.image.licenses="${LICENSE}" --label org.opencontainers.image.source="${SOURCE_URL}" \
     -t "${ref}" -f bundle/bundle.Dockerfile bundle >/dev/null
   rm -f "${out}/neuron-dra-operator-bundle-v${version}.oci.tar"
   buildah_ push --quiet "${ref}" "oci-archive:${out}/neuron-dra-operator-bundle-v${version}.oci.tar:${ref}"
@@ -150,8 +167,7 @@ sbom() {
 release() {
   local version="$1" profile="$2" out="$3" with_sbom="$4" revision
   check_versions "${version}"
-  revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-  [[ -z "$(git status --porcelain 2>/dev/null)" ]] || revision="${revision}-dirty"
+  revision="$(revision)"
   mkdir -p "${out}"
   out="$(cd "${out}" && pwd)"
   local start=${SECONDS}
@@ -169,6 +185,37 @@ release() {
   )
   log "release ${version} (${revision}) in ${out} after $((SECONDS - start))s:"
   ls -l "${out}" >&2
+}
+
+# publish REGISTRY VERSION OUT: pushes the release with skopeo and helm, as the registry's logged-in user (skopeo
+# login, helm registry login); the digests it pushed go to OUT/digests.
+publish() {
+  local registry="${1%/}" version="$2" out="$3" helm digest chart_out
+  command -v skopeo >/dev/null || die "needs skopeo: apt-get install -y skopeo"
+  [[ -f "${out}/neuron-dra-operator-${version}.oci.tar" ]] || release "${version}" release "${out}" yes
+  (cd "${out}" && sha256sum --check --quiet SHA256SUMS) || die "${out}/SHA256SUMS does not hold"
+  helm="$(hack/tools.sh path helm)"
+  : >"${out}/digests"
+  log "pushing the operator image index to ${registry}/neuron-dra-operator:${version}"
+  skopeo copy --quiet --all --digestfile "${out}/operator.digest" \
+    "oci-archive:${out}/neuron-dra-operator-${version}.oci.tar" "docker://${registry}/neuron-dra-operator:${version}"
+  echo "${registry}/neuron-dra-operator@$(cat "${out}/operator.digest")" >>"${out}/digests"
+  log "pushing the bundle image to ${registry}/neuron-dra-operator-bundle:v${version}"
+  skopeo copy --quiet --digestfile "${out}/bundle.digest" \
+    "oci-archive:${out}/neuron-dra-operator-bundle-v${version}.oci.tar" \
+    "docker://${registry}/neuron-dra-operator-bundle:v${version}"
+  echo "${registry}/neuron-dra-operator-bundle@$(cat "${out}/bundle.digest")" >>"${out}/digests"
+  log "pushing the chart to oci://${registry}/charts"
+  chart_out="$("${helm}" push "${out}/neuron-dra-operator-${version}.tgz" "oci://${registry}/charts" 2>&1)" ||
+    die "helm push: ${chart_out}"
+  digest="$(awk '$1 == "Digest:" { print $2 }' <<<"${chart_out}")"
+  [[ -n "${digest}" ]] || die "helm push printed no digest: ${chart_out}"
+  echo "${registry}/charts/neuron-dra-operator@${digest}" >>"${out}/digests"
+  rm -f "${out}/operator.digest" "${out}/bundle.digest"
+  log "published ${version} to ${registry}:"
+  cat "${out}/digests" >&2
+  log "install it with: helm install neuron-dra-operator oci://${registry}/charts/neuron-dra-operator --version ${version}" \
+    "-n neuron-dra-operator-system --create-namespace --set image.repository=${registry}/neuron-dra-operator"
 }
 
 set_version() {
@@ -192,6 +239,7 @@ case "${1:-}" in
   build) [[ $# -ge 2 ]] || die "usage: $0 build VERSION [OUT]"; release "$2" release "${3:-dist}" yes ;;
   check) release "$(crate_version)" release-check "${2:-target/release-check-dist}" no ;;
   binary) [[ $# -ge 2 ]] || die "usage: $0 binary ARCH [PROFILE]"; binary "$2" "${3:-release}" ;;
+  publish) [[ $# -ge 3 ]] || die "usage: $0 publish REGISTRY VERSION [OUT]"; publish "$2" "$3" "${4:-dist}" ;;
   set-version) [[ $# -eq 2 ]] || die "usage: $0 set-version VERSION"; set_version "$2" ;;
   ref)
     case "${2:-}" in
@@ -201,5 +249,9 @@ case "${1:-}" in
       *) die "usage: $0 ref operator|bundle|tag" ;;
     esac
     ;;
-  *) echo "usage: $0 build VERSION [OUT] | check [OUT] | binary ARCH [PROFILE] | set-version VERSION" >&2; exit 2 ;;
+  *)
+    echo "usage: $0 build VERSION [OUT] | check [OUT] | binary ARCH [PROFILE] | publish REGISTRY VERSION [OUT]" \
+      "| set-version VERSION" >&2
+    exit 2
+    ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make test` (what CI runs): lint, build, then the whole suite against a real local control plane of the oldest
-# supported Kubernetes release and the DRA tests against the newest, each followed by the real-node tests. The
-# control planes are stopped again even when a test fails. The Makefile passes the releases and test lists:
+# `make test` (what CI runs): lint (hack/lint.sh, as `make lint`), build, then the whole suite against a real local
+# control plane of the oldest supported Kubernetes release and the DRA tests against the newest, each followed by the
+# real-node tests. The control planes are stopped again even when a test fails. The Makefile passes the releases and test lists:
 #   KUBE_OLDEST KUBE_NEWEST NEWEST_TESTS NODE_TESTS NODE_TESTS_NEWEST
 #
 # Everything that is built from Go modules is cached in ~/.cache, so only a cold machine builds it. There, what
@@ -43,8 +43,8 @@ nice -n 19 bash -c '
 background=$!
 set +m
 
-"${CARGO}" fmt --check
-"${CARGO}" clippy --locked --all-targets -- -D warnings
+# `make lint`: format, clippy, the dependencies' licences, the workflows.
+CARGO="${CARGO}" hack/lint.sh
 # Everything the tests run, built before any timing-sensitive test starts.
 "${CARGO}" test --locked --no-run
 KUBE_VERSION="${KUBE_OLDEST}" hack/controlplane.sh build

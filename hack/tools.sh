@@ -5,13 +5,15 @@
 # nothing is installed), which is good enough for checking and unit-testing alerting rules and saves building
 # Prometheus from source (about 8 minutes on 2 cores). PROMTOOL=/path/to/promtool overrides it off Debian.
 #
+# The lint tool (hack/lint.sh): actionlint, built from its Go module like Helm, checks .github/workflows.
+#
 # The release's tools (hack/release.sh): zig (the C cross compiler and linker of the static binaries) and
 # cargo-zigbuild, from their PyPI wheels (`ziglang`, `cargo-zigbuild`: prebuilt, unpacked, nothing installed);
 # cargo-cyclonedx with `cargo install --locked` from crates.io (it has no prebuilt package).
 #
 #   hack/tools.sh path TOOL                            build (or unpack) if needed, print the binary's path; TOOL is
-#                                                      helm, promtool, bundle-validate, zig, cargo-zigbuild or
-#                                                      cargo-cyclonedx
+#                                                      helm, promtool, bundle-validate, actionlint, zig,
+#                                                      cargo-zigbuild or cargo-cyclonedx
 #   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
 #   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
@@ -49,7 +51,8 @@ tool_module() {
   case "$1" in
     helm) echo helm.sh/helm/v3 ;;
     bundle-validate) echo github.com/operator-framework/api ;;
-    *) die "unknown tool '$1' (helm, promtool, bundle-validate, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
+    actionlint) echo github.com/rhysd/actionlint ;;
+    *) die "unknown tool '$1' (helm, promtool, bundle-validate, actionlint, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
   esac
 }
 
@@ -91,6 +94,11 @@ build_tool() {
       done
       ;;
     bundle-validate) pkg=. ;;
+    actionlint)
+      pkg=github.com/rhysd/actionlint/cmd/actionlint
+      # actionlint's own release build stamps its version.
+      ldflags+=" -X github.com/rhysd/actionlint.version=${version}"
+      ;;
   esac
   # CGO off: static binaries, no C toolchain. GOWORK off and -mod=readonly: the
   # committed go.mod/go.sum are the whole module graph.

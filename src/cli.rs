@@ -18,8 +18,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the controller (kubeconfig from KUBECONFIG, or in-cluster).
-    Run(crate::run::RunArgs),
+    /// Run the controller (kubeconfig from --kubeconfig, KUBECONFIG, ~/.kube/config, or in-cluster).
+    Run(Box<crate::run::RunArgs>),
     /// Print the NeuronDRAConfig CRD as YAML.
     Crd,
     /// Print every object the controller would apply for a config, as a multi-document YAML stream.

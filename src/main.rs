@@ -1,6 +1,6 @@
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use neuron_dra_operator::cli::{Cli, Command, render, render_kueue, smoke_test};
 use neuron_dra_operator::runtime::crd::crd_yaml;
 
@@ -10,9 +10,13 @@ fn run(args: neuron_dra_operator::run::RunArgs) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `--version` names the commit too, as build_info does; `-V` stays the bare version.
+    let revision = neuron_dra_operator::runtime::telemetry::REVISION;
+    let long_version: &'static str = format!("{} (revision {revision})", env!("CARGO_PKG_VERSION")).leak();
+    let matches = Cli::command().long_version(long_version).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Crd => {
             print!("{}", crd_yaml());
             Ok(())

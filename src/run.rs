@@ -4,30 +4,45 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::controller::run_controller;
+use crate::runtime::certs::MetricsCertificate;
 use crate::runtime::server::{self, MetricsSecurity};
 use crate::runtime::telemetry::{Metrics, Readiness};
 
-/// Options of `neuron-dra-operator run`.
+/// Options of `neuron-dra-operator run`. The names are those of kubebuilder's controllers (`--metrics-bind-address`,
+/// `--health-probe-bind-address`, `--leader-elect`, `--kubeconfig`), so an operator of kube controllers types what
+/// they know; the first names stay accepted as hidden aliases.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
+    /// Kubeconfig file; default: KUBECONFIG, ~/.kube/config, else the in-cluster ServiceAccount.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of the kubeconfig to use; default: its current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
     /// Address of /metrics (HTTPS; callers need a bearer token whose user may `get` the URL /metrics).
-    #[arg(long, default_value = "0.0.0.0:8443", env = "METRICS_ADDR")]
-    pub metrics_addr: SocketAddr,
-    /// Serve /metrics over HTTPS to authorized callers only; `false` serves it in plain HTTP to anyone (local runs).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, alias = "metrics-addr", default_value = "0.0.0.0:8443", env = "METRICS_ADDR")]
+    pub metrics_bind_address: SocketAddr,
+    /// Serve /metrics over HTTPS to authorized callers only; `--metrics-secure=false` serves it in plain HTTP to
+    /// anyone (local runs).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+        action = clap::ArgAction::Set)]
     pub metrics_secure: bool,
-    /// Directory with tls.crt and tls.key for /metrics (a mounted TLS Secret); default: a self-signed certificate.
-    #[arg(long)]
+    /// Directory with tls.crt and tls.key for /metrics (a mounted TLS Secret), read again when they change; default:
+    /// a self-signed certificate.
+    #[arg(long, value_name = "DIR")]
     pub metrics_cert_dir: Option<PathBuf>,
     /// Address of /healthz and /readyz (plain HTTP, for the kubelet's probes).
-    #[arg(long, default_value = "0.0.0.0:8081", env = "PROBE_ADDR")]
-    pub probe_addr: SocketAddr,
-    /// Elect a leader through a Lease so only one replica writes.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "LEADER_ELECT")]
+    #[arg(long, alias = "probe-addr", default_value = "0.0.0.0:8081", env = "PROBE_ADDR")]
+    pub health_probe_bind_address: SocketAddr,
+    /// Elect a leader through a Lease so only one replica writes (on by default: two replicas never both write);
+    /// `--leader-elect=false` for a single replica.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+        action = clap::ArgAction::Set, env = "LEADER_ELECT")]
     pub leader_elect: bool,
     /// Namespace of the leader-election Lease.
     #[arg(long, default_value = "neuron-dra-operator-system", env = "POD_NAMESPACE")]
@@ -35,14 +50,17 @@ pub struct RunArgs {
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "neuron-dra-operator")]
     pub lease_name: String,
-    /// Seconds a leader's lease lasts without renewal.
-    #[arg(long, default_value_t = 15)]
-    pub lease_duration: u64,
+    /// How long a leader's lease lasts without renewal (`15s`, `1m`; whole seconds, at least 3).
+    #[arg(long, default_value = "15s", value_parser = lease_duration, value_name = "DURATION")]
+    pub lease_duration: Duration,
     /// Identity in the Lease; default: POD_NAME or the host name, plus the process id.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
-    /// Log as JSON lines.
-    #[arg(long, env = "LOG_JSON")]
+    /// Log as JSON lines or as text.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// The first spelling of `--log-format json`.
+    #[arg(long, hide = true, env = "LOG_JSON", conflicts_with = "log_format")]
     pub log_json: bool,
     /// What to log: a level (`debug`) or tracing filter directives (`info,neuron_dra_operator=debug`); default:
     /// `RUST_LOG`, else `info`.
@@ -53,38 +71,75 @@ pub struct RunArgs {
     pub controller: crate::controller::Options,
 }
 
+/// How `run` writes its logs.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
 impl RunArgs {
     pub fn lease(&self) -> crate::runtime::leader::LeaseSettings {
         crate::runtime::leader::LeaseSettings {
             name: self.lease_name.clone(),
             namespace: self.lease_namespace.clone(),
-            duration: self.lease_duration,
+            duration: self.lease_duration.as_secs(),
             identity: self.identity.clone(),
         }
     }
+
+    /// JSON lines when either spelling asks for them.
+    pub fn json_logs(&self) -> bool {
+        self.log_json || self.log_format == LogFormat::Json
+    }
+
+    pub fn connection(&self) -> crate::runtime::client::Connection {
+        crate::runtime::client::Connection { kubeconfig: self.kubeconfig.clone(), context: self.context.clone() }
+    }
+}
+
+/// A duration as kube's controllers take it (`15s`, `1m30s`); a bare number is seconds (the flag's first form,
+/// still accepted). A Lease counts whole seconds, and the renewal grace (a third, at least 2 s) must fit in it.
+pub fn lease_duration(text: &str) -> Result<Duration, String> {
+    let duration = match text.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        Err(_) => {
+            let parsed: jiff::SignedDuration =
+                text.parse().map_err(|_| format!("{text:?} is not a duration like 15s or 1m30s"))?;
+            Duration::try_from(parsed).map_err(|_| format!("{text:?} is negative"))?
+        }
+    };
+    if duration.subsec_nanos() != 0 {
+        return Err(format!("{text:?} is not a whole number of seconds (a Lease counts seconds)"));
+    }
+    if duration.as_secs() < 3 {
+        return Err(format!("{text:?} is shorter than 3s, which leaves no time to renew the lease"));
+    }
+    Ok(duration)
 }
 
 /// `neuron-dra-operator run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    crate::runtime::telemetry::init_logging(args.log_json, args.log_level.as_deref())?;
+    crate::runtime::telemetry::init_logging(args.json_logs(), args.log_level.as_deref())?;
     let metrics = Arc::new(Metrics::default());
     crate::controller::count_errors_from_zero(&metrics);
-    let client = crate::runtime::client::counted_client(metrics.clone()).await?;
+    let connection = args.connection();
+    let client = crate::runtime::client::counted_client(&connection, metrics.clone()).await?;
     crate::runtime::client::check_crd(&client).await?;
     if args.leader_elect {
         crate::runtime::leader::check_namespace(&client, &args.lease_namespace).await?;
     }
 
     let security = if args.metrics_secure {
-        let tls = server::tls_config(args.metrics_cert_dir.as_deref())?;
+        let tls = MetricsCertificate::load(args.metrics_cert_dir.as_deref())?;
         // A client of its own: the reviews each scrape costs are not the operator's work, so `api_requests` (and the
         // "no writes while idle" promise) leaves them out.
-        MetricsSecurity::Https { tls, client: kube::Client::try_default().await? }
+        MetricsSecurity::Https { tls, client: kube::Client::try_from(connection.config().await?)? }
     } else {
         MetricsSecurity::Plain
     };
-    let metrics_listener = server::bind(args.metrics_addr, "--metrics-addr")?;
-    let probe_listener = server::bind(args.probe_addr, "--probe-addr")?;
+    let metrics_listener = server::bind(args.metrics_bind_address, "--metrics-bind-address")?;
+    let probe_listener = server::bind(args.health_probe_bind_address, "--health-probe-bind-address")?;
 
     let readiness = Readiness::default();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -112,6 +167,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     // The leader is ready once its caches have synced.
     readiness.set(false);
+    metrics.leader.set(1);
 
     let lost = leadership.as_ref().map(|l| l.lost());
     let stop = {
@@ -123,7 +179,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     };
-    run_controller(client, metrics, readiness, &args.controller, stop).await;
+    run_controller(client, metrics.clone(), readiness, &args.controller, stop).await;
+    metrics.leader.set(0);
 
     let lost_leadership = leadership.as_ref().is_some_and(|l| !l.is_leader());
     if let Some(leadership) = leadership {
@@ -146,5 +203,82 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {},
         _ = tokio::signal::ctrl_c() => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let argv = ["neuron-dra-operator", "run"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Run(args) => Ok(*args),
+            other => panic!("not run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kube_style_names_and_the_first_names_mean_the_same() {
+        let new = parse(&["--metrics-bind-address=127.0.0.1:9443", "--health-probe-bind-address", "127.0.0.1:9081"]);
+        let old = parse(&["--metrics-addr", "127.0.0.1:9443", "--probe-addr=127.0.0.1:9081"]);
+        for args in [new.unwrap(), old.unwrap()] {
+            assert_eq!(args.metrics_bind_address, "127.0.0.1:9443".parse().unwrap());
+            assert_eq!(args.health_probe_bind_address, "127.0.0.1:9081".parse().unwrap());
+        }
+        let help = Cli::try_parse_from(["neuron-dra-operator", "run", "--help"]).unwrap_err().to_string();
+        assert!(help.contains("--metrics-bind-address") && !help.contains("--metrics-addr"), "{help}");
+        assert!(!help.contains("--log-json"), "the first spelling is hidden: {help}");
+    }
+
+    #[test]
+    fn leader_elect_is_a_switch_that_still_takes_a_value() {
+        let leader_elect = |args: &[&str]| parse(args).unwrap().leader_elect;
+        assert!(leader_elect(&[]), "on by default");
+        assert!(leader_elect(&["--leader-elect"]));
+        assert!(leader_elect(&["--leader-elect", "--concurrency=2"]));
+        assert!(leader_elect(&["--leader-elect=true"]));
+        assert!(!leader_elect(&["--leader-elect=false"]));
+        assert!(!leader_elect(&["--leader-elect", "false"]));
+        assert!(!parse(&["--metrics-secure=false"]).unwrap().metrics_secure);
+        assert!(parse(&["--metrics-secure"]).unwrap().metrics_secure);
+    }
+
+    #[test]
+    fn lease_durations_are_written_like_kubes_and_bare_seconds_still_work() {
+        let lease = |args: &[&str]| parse(args).map(|a| a.lease_duration);
+        assert_eq!(lease(&[]).unwrap(), Duration::from_secs(15));
+        assert_eq!(lease(&["--lease-duration", "1m30s"]).unwrap(), Duration::from_secs(90));
+        assert_eq!(lease(&["--lease-duration=20s"]).unwrap(), Duration::from_secs(20));
+        assert_eq!(lease(&["--lease-duration", "6"]).unwrap(), Duration::from_secs(6));
+        for (bad, reason) in [
+            ("1500ms", "is not a whole number of seconds"),
+            ("2s", "is shorter than 3s"),
+            ("soon", "is not a duration like 15s or 1m30s"),
+        ] {
+            let error = lease(&["--lease-duration", bad]).unwrap_err().to_string();
+            let first = error.lines().next().unwrap();
+            assert!(first.contains("--lease-duration") && first.contains(reason), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_log_format_is_json_or_text_and_log_json_still_means_json() {
+        assert!(!parse(&[]).unwrap().json_logs());
+        assert!(parse(&["--log-format", "json"]).unwrap().json_logs());
+        assert!(!parse(&["--log-format=text"]).unwrap().json_logs());
+        assert!(parse(&["--log-json"]).unwrap().json_logs());
+        assert!(parse(&["--log-format=yaml"]).unwrap_err().to_string().contains("possible values: json, text"));
+        assert!(parse(&["--log-json", "--log-format=text"]).is_err(), "contradicting spellings");
+    }
+
+    #[test]
+    fn kubeconfig_and_context_are_taken() {
+        let args = parse(&["--kubeconfig", "/etc/kube/config", "--context", "prod"]).unwrap();
+        assert_eq!(args.connection().kubeconfig, Some(PathBuf::from("/etc/kube/config")));
+        assert_eq!(args.connection().context.as_deref(), Some("prod"));
     }
 }

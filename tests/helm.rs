@@ -214,13 +214,16 @@ fn the_chart_renders_what_config_installs() {
 #[test]
 fn values_reach_the_deployment() {
     let (out, objects) = render(&[
-        "replicas=1,leaderElection.enabled=false,metrics.port=9090,logJson=false,image.tag=9.9.9",
+        "replicas=1,leaderElection.enabled=false,metrics.port=9090,logFormat=text,image.tag=9.9.9",
         "nodeSelector.pool=system,tolerations[0].key=dedicated,tolerations[0].operator=Exists",
     ]);
     let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 1);
-    assert_eq!(pod["containers"][0]["args"], json!(["run", "--leader-elect=false", "--metrics-addr=0.0.0.0:9090"]));
+    assert_eq!(
+        pod["containers"][0]["args"],
+        json!(["run", "--leader-elect=false", "--log-format=text", "--metrics-bind-address=0.0.0.0:9090"])
+    );
     assert_eq!(pod["containers"][0]["ports"][0]["containerPort"], 9090);
     assert_eq!(pod["containers"][0]["image"], "ghcr.io/neurondra/neuron-dra-operator:9.9.9");
     assert_eq!(pod["nodeSelector"], json!({"pool": "system"}));
@@ -241,7 +244,13 @@ fn values_reach_the_deployment() {
     let cert_dir = "/etc/neuron-dra-operator/metrics-certs";
     assert_eq!(
         container["args"],
-        json!(["run", "--log-json", "--probe-addr=0.0.0.0:9091", format!("--metrics-cert-dir={cert_dir}")])
+        json!([
+            "run",
+            "--leader-elect",
+            "--log-format=json",
+            "--health-probe-bind-address=0.0.0.0:9091",
+            format!("--metrics-cert-dir={cert_dir}")
+        ])
     );
     assert_eq!(container["ports"][1], json!({"name": "probes", "containerPort": 9091, "protocol": "TCP"}));
     assert_eq!(container["livenessProbe"]["httpGet"]["port"], "probes");
@@ -263,7 +272,7 @@ fn values_reach_the_deployment() {
 fn the_values_a_helm_user_expects_reach_the_objects() {
     let (out, objects) = render(&[
         "podLabels.team=ml-platform,priorityClassName=system-cluster-critical,logLevel=debug",
-        "extraArgs[0]=--max-concurrent-reconciles=2,extraEnv[0].name=HTTPS_PROXY,extraEnv[0].value=http://proxy:3128",
+        "extraArgs[0]=--concurrency=2,extraEnv[0].name=HTTPS_PROXY,extraEnv[0].value=http://proxy:3128",
         "securityContext.readOnlyRootFilesystem=false,podSecurityContext.runAsUser=1000",
         "serviceAccount.create=false,serviceAccount.name=existing",
         "topologySpreadConstraints[0].maxSkew=2,topologySpreadConstraints[0].topologyKey=zone",
@@ -286,10 +295,11 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
         container["args"],
         json!([
             "run",
-            "--log-json",
+            "--leader-elect",
+            "--log-format=json",
             "--metrics-cert-dir=/etc/neuron-dra-operator/metrics-certs",
             "--log-level=debug",
-            "--max-concurrent-reconciles=2"
+            "--concurrency=2"
         ])
     );
     assert_eq!(container["env"][2], json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"}));

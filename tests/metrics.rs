@@ -128,3 +128,111 @@ async fn metrics_are_plain_and_open_only_when_asked() {
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("neuron_dra_operator_"), "{body}");
 }
+
+/// The value of an unlabelled series, if the text has it.
+fn value_of(metrics: &str, series: &str) -> Option<f64> {
+    let line = metrics.lines().find(|line| line.split(' ').next() == Some(series))?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
+/// What every dashboard and alert for a controller looks for first: which version runs, which replica leads, and
+/// how much memory and CPU it uses. Two replicas share a Lease: the leader says 1 and the standby 0, both name their
+/// build, and the resident memory each reports is the one the kernel shows for its process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn build_info_the_leader_and_the_process_memory_are_served() {
+    let id = unique("metricsleader");
+    let first = start(&id, &[]);
+    let second = start(&id, &[]);
+    wait_serving(&first).await;
+    wait_serving(&second).await;
+    let leaders = eventually(TIMEOUT, "one replica leads, the other stands by", || async {
+        let values: Vec<f64> = [&first, &second]
+            .iter()
+            .map(|replica| value_of(&replica.metrics(), "neuron_dra_operator_leader"))
+            .collect::<Option<_>>()?;
+        (values.iter().sum::<f64>() == 1.0).then_some(values)
+    })
+    .await;
+    assert!(leaders.contains(&0.0) && leaders.contains(&1.0), "{leaders:?}");
+
+    for replica in [&first, &second] {
+        let body = replica.metrics();
+        let build = format!("neuron_dra_operator_build_info{{version=\"{}\",revision=\"", env!("CARGO_PKG_VERSION"));
+        assert!(body.lines().any(|l| l.starts_with(&build) && l.ends_with("\"} 1")), "{body}");
+        let status = std::fs::read_to_string(format!("/proc/{}/status", replica.pid().unwrap())).unwrap();
+        let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches("kB");
+        let resident = value_of(&body, "process_resident_memory_bytes").unwrap();
+        // Read a moment apart: the same order of magnitude, not the same byte.
+        let kernel = kib.trim().parse::<f64>().unwrap() * 1024.0;
+        assert!(resident > kernel / 2.0 && resident < kernel * 2.0, "{resident} vs VmRSS {kernel}");
+        assert!(value_of(&body, "process_cpu_seconds_total").unwrap() > 0.0, "{body}");
+        assert!(value_of(&body, "process_open_fds").unwrap() > 3.0, "{body}");
+    }
+
+    // A replica without leader election is the only writer: it leads.
+    let alone = start(&unique("metricsalone"), &["--leader-elect=false"]);
+    wait_serving(&alone).await;
+    eventually(TIMEOUT, "a replica without election says it leads", || async {
+        (value_of(&alone.metrics(), "neuron_dra_operator_leader") == Some(1.0)).then_some(())
+    })
+    .await;
+}
+
+/// A Secret volume as the kubelet lays it out: the files live in a timestamped directory, `..data` links to it and
+/// `tls.crt`/`tls.key` link through `..data`. A renewal writes a new directory and swaps `..data` atomically.
+fn secret_volume(dir: &std::path::Path, generation: u32, cert: &rcgen::CertifiedKey<rcgen::KeyPair>) {
+    let data = dir.join(format!("..2026_12_03_10_00_0{generation}.000000001"));
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("tls.crt"), cert.cert.pem()).unwrap();
+    std::fs::write(data.join("tls.key"), cert.signing_key.serialize_pem()).unwrap();
+    let staged = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&staged);
+    std::os::unix::fs::symlink(data.file_name().unwrap(), &staged).unwrap();
+    std::fs::rename(&staged, dir.join("..data")).unwrap();
+    for file in ["tls.crt", "tls.key"] {
+        if std::fs::symlink_metadata(dir.join(file)).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{file}"), dir.join(file)).unwrap();
+        }
+    }
+}
+
+/// cert-manager renews the metrics certificate and the kubelet swaps the mounted Secret's files: the running operator
+/// presents the new certificate at the next handshakes, without a restart, and no longer the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_is_served_without_a_restart() {
+    let id = unique("metricsrotate");
+    let dir: PathBuf = std::env::temp_dir().join(format!("ndo-{id}-secret"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let old = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    secret_volume(&dir, 1, &old);
+    let mut operator = start(&id, &["--metrics-cert-dir", dir.to_str().unwrap()]);
+    wait_serving(&operator).await;
+
+    let url = format!("https://localhost:{}/metrics", operator.port());
+    let resolve = format!("localhost:{}:127.0.0.1", operator.port());
+    let token = cluster::metrics_reader_token();
+    let ca = |name: &str, cert: &rcgen::CertifiedKey<rcgen::KeyPair>| {
+        let path = std::env::temp_dir().join(format!("ndo-{id}-{name}.crt"));
+        std::fs::write(&path, cert.cert.pem()).unwrap();
+        path
+    };
+    let verified_by = |ca: &std::path::Path| {
+        let args = ["--resolve", &resolve, "--cacert", ca.to_str().unwrap()];
+        cluster::https_get_with(&url, Some(&token), &args).map(|r| r.0)
+    };
+    let old_ca = ca("old", &old);
+    assert_eq!(verified_by(&old_ca), Some(200));
+
+    let new = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let new_ca = ca("new", &new);
+    assert_eq!(verified_by(&new_ca), None, "the new certificate is not served before the renewal");
+    secret_volume(&dir, 2, &new);
+    eventually(TIMEOUT, "the renewed certificate is presented", || async {
+        (verified_by(&new_ca) == Some(200)).then_some(())
+    })
+    .await;
+    assert_eq!(verified_by(&old_ca), None, "the old certificate is no longer presented");
+    assert!(operator.is_running(), "no restart");
+    assert!(operator.log_text().contains("loaded the renewed metrics certificate"), "{}", operator.log_text());
+}

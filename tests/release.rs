@@ -111,6 +111,7 @@ fn the_operator_image_holds_a_static_non_root_binary_per_architecture() {
         assert_eq!(run_config["Cmd"], serde_json::json!(["run"]), "{arch}");
         let labels = &run_config["Labels"];
         assert_eq!(labels["org.opencontainers.image.version"], VERSION, "{arch}: {labels}");
+        assert_eq!(labels["org.opencontainers.image.licenses"], "Apache-2.0", "{arch}: {labels}");
         for label in ["source", "revision", "title"] {
             let value = labels[format!("org.opencontainers.image.{label}")].as_str().unwrap_or_default();
             assert!(!value.is_empty() && value != "unknown", "{arch}: label {label} is {value:?}");
@@ -122,7 +123,9 @@ fn the_operator_image_holds_a_static_non_root_binary_per_architecture() {
         assert!(described.contains(machine) && described.contains("statically linked"), "{arch}: {described}");
         if arch == "amd64" && std::env::consts::ARCH == "x86_64" {
             let version = sh(binary.to_str().unwrap(), &["--version"], &layout.dir);
-            assert_eq!(version.trim(), format!("{BINARY} {VERSION}"));
+            // The binary was built from the commit the image's label names (its build_info metric says the same).
+            let revision = labels["org.opencontainers.image.revision"].as_str().unwrap();
+            assert_eq!(version.trim(), format!("{BINARY} {VERSION} (revision {revision})"));
         }
         seen.push(arch);
     }
@@ -156,6 +159,7 @@ fn the_bundle_image_names_the_released_image_and_the_checksums_hold() {
     let manifest = entry(&layout, &format!("{name}-bundle:v{VERSION}"));
     let config = layout.json(manifest["config"]["digest"].as_str().unwrap());
     assert_eq!(config["config"]["Labels"]["operators.operatorframework.io.bundle.package.v1"], BINARY);
+    assert_eq!(config["config"]["Labels"]["org.opencontainers.image.licenses"], "Apache-2.0");
     let csv_path = format!("manifests/{BINARY}.clusterserviceversion.yaml");
     let csv = layout.file(&manifest, &csv_path, &layout.dir.join("rootfs"));
     let csv: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(csv).unwrap()).unwrap();

@@ -1,5 +1,6 @@
-//! The API client: kubeconfig or in-cluster, with every request counted in the metrics.
+//! The API client: a kubeconfig (`--kubeconfig`, `--context`) or in-cluster, with every request counted in the metrics.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::Api;
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
@@ -16,13 +18,43 @@ use crate::runtime::telemetry::Metrics;
 /// Retries of one request the API server answered with 429, 503 or 504, honouring its `Retry-After`.
 const RETRIES: u32 = 3;
 
-/// A client from `KUBECONFIG` or the in-cluster environment whose requests land in `api_requests`.
+/// Where the client's cluster and credentials come from: `--kubeconfig` and `--context`, else kube's inference
+/// (`KUBECONFIG`, `~/.kube/config`, then the in-cluster ServiceAccount).
+#[derive(Debug, Clone, Default)]
+pub struct Connection {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+impl Connection {
+    pub async fn config(&self) -> anyhow::Result<Config> {
+        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
+        match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
+                let file = Kubeconfig::read_from(path)
+                    .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {}", path.display(), e))?;
+                Config::from_custom_kubeconfig(file, &options).await.map_err(|e| kubeconfig_error(&options, e))
+            }
+            (None, Some(_)) => Config::from_kubeconfig(&options).await.map_err(|e| kubeconfig_error(&options, e)),
+            (None, None) => Ok(Config::infer().await?),
+        }
+    }
+}
+
+fn kubeconfig_error(options: &KubeConfigOptions, error: kube::config::KubeconfigError) -> anyhow::Error {
+    match &options.context {
+        Some(context) => anyhow::anyhow!("--context {context}: {error}"),
+        None => anyhow::anyhow!("{error}"),
+    }
+}
+
+/// A client from the connection whose requests land in `api_requests`.
 ///
 /// kube's own retry of throttled requests (15 attempts, backing off to minutes) would hold a reconcile silently for
 /// minutes under API Priority and Fairness; this one gives up after a few seconds, so the reconcile fails visibly
 /// (log, metric, event) and its config is retried with the controller's backoff while other configs go on.
-pub async fn counted_client(metrics: Arc<Metrics>) -> anyhow::Result<Client> {
-    let mut config = Config::infer().await?;
+pub async fn counted_client(connection: &Connection, metrics: Arc<Metrics>) -> anyhow::Result<Client> {
+    let mut config = connection.config().await?;
     config.default_retry = false;
     let policy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(5), RETRIES, true)?;
     let count = tower::util::MapRequestLayer::new(move |request: http::Request<Body>| {

@@ -5,7 +5,6 @@
 //! (`reviews`), so scrapes, made-up tokens included, do not cost the API server a review each.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,9 +18,8 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use kube::Client;
 use kube::api::{Api, PostParams};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::runtime::certs::MetricsCertificate;
 use crate::runtime::reviews::Reviews;
 use crate::runtime::telemetry::{Metrics, Readiness};
 
@@ -34,7 +32,7 @@ pub enum MetricsSecurity {
     /// Plain HTTP, no authentication: `--metrics-secure=false`, for local runs only.
     Plain,
     /// HTTPS; the client sends the TokenReviews and SubjectAccessReviews.
-    Https { tls: Arc<rustls::ServerConfig>, client: Client },
+    Https { tls: MetricsCertificate, client: Client },
 }
 
 /// Binds an address, naming it in the error (a port in use is a one-line error at start).
@@ -100,10 +98,11 @@ pub async fn serve_metrics(
         shutdown.await;
         stopper.graceful_shutdown(Some(Duration::from_secs(5)));
     });
-    axum_server::from_tcp_rustls(listener, axum_server::tls_rustls::RustlsConfig::from_config(tls))?
-        .handle(handle)
-        .serve(app.into_make_service())
-        .await
+    let config = axum_server::tls_rustls::RustlsConfig::from_config(tls.config.clone());
+    let renewals = tokio::spawn(tls.keep_fresh(config.clone()));
+    let served = axum_server::from_tcp_rustls(listener, config)?.handle(handle).serve(app.into_make_service()).await;
+    renewals.abort();
+    served
 }
 
 async fn metrics_handler(State(state): State<MetricsState>, headers: HeaderMap) -> Response {
@@ -173,44 +172,6 @@ fn unavailable(error: kube::Error) -> (StatusCode, String) {
     (StatusCode::INTERNAL_SERVER_ERROR, "cannot review the caller with the API server\n".into())
 }
 
-/// The certificate `/metrics` presents: `tls.crt` and `tls.key` from `cert_dir` (a mounted `kubernetes.io/tls`
-/// Secret, cert-manager's for example), or a self-signed one made now.
-pub fn tls_config(cert_dir: Option<&Path>) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let (certs, key) = match cert_dir {
-        Some(dir) => read_certificate(dir)?,
-        None => self_signed()?,
-    };
-    // ring: the provider kube's own rustls already uses, so there is no process-wide default to pick.
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .context("the metrics certificate and key do not match")?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
-}
-
-type Certificate = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
-
-fn self_signed() -> anyhow::Result<Certificate> {
-    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-    let generated = rcgen::generate_simple_self_signed(names).context("generating the metrics certificate")?;
-    let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
-    Ok((vec![generated.cert.der().clone()], key))
-}
-
-fn read_certificate(dir: &Path) -> anyhow::Result<Certificate> {
-    let (cert_file, key_file): (PathBuf, PathBuf) = (dir.join("tls.crt"), dir.join("tls.key"));
-    let certs = CertificateDer::pem_file_iter(&cert_file)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| format!("cannot read the metrics certificate {}", cert_file.display()))?;
-    anyhow::ensure!(!certs.is_empty(), "no certificate in {}", cert_file.display());
-    let key = PrivateKeyDer::from_pem_file(&key_file)
-        .with_context(|| format!("cannot read the metrics key {}", key_file.display()))?;
-    Ok((certs, key))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,29 +188,5 @@ mod tests {
         assert_eq!(bearer_token(&headers("Basic dXNlcjpwYXNz")), None);
         assert_eq!(bearer_token(&headers("Bearer ")), None);
         assert_eq!(bearer_token(&HeaderMap::new()), None);
-    }
-
-    #[test]
-    fn a_certificate_comes_from_a_directory_or_is_made_at_start() {
-        tls_config(None).expect("a self-signed certificate");
-
-        let dir = std::env::temp_dir().join(format!("ndo-certs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let made = rcgen::generate_simple_self_signed(vec!["metrics.example".to_string()]).unwrap();
-        std::fs::write(dir.join("tls.crt"), made.cert.pem()).unwrap();
-        std::fs::write(dir.join("tls.key"), made.signing_key.serialize_pem()).unwrap();
-        let (certs, _) = read_certificate(&dir).unwrap();
-        assert_eq!(certs, vec![made.cert.der().clone()]);
-        tls_config(Some(&dir)).expect("the directory's certificate");
-
-        // A key that is not the certificate's, and a missing file, are one-line errors naming the problem.
-        let other = rcgen::KeyPair::generate().unwrap();
-        std::fs::write(dir.join("tls.key"), other.serialize_pem()).unwrap();
-        let error = tls_config(Some(&dir)).unwrap_err();
-        assert_eq!(error.to_string(), "the metrics certificate and key do not match");
-        std::fs::remove_file(dir.join("tls.crt")).unwrap();
-        let error = format!("{:#}", tls_config(Some(&dir)).unwrap_err());
-        assert!(error.starts_with("cannot read the metrics certificate ") && !error.contains('\n'), "{error}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,6 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -37,14 +38,6 @@ pub struct TeamLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     pub category: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    /// get, list, watch, create, update, patch, delete.
-    pub verb: String,
-    /// Plural resource, with `/status` for the status subresource.
-    pub resource: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -78,6 +71,8 @@ pub struct Metrics {
     pub remediation_held_back_nodes: Family<ConfigLabels, Gauge>,
     pub team_quota_devices: Family<TeamLabels, Gauge>,
     pub team_used_devices: Family<TeamLabels, Gauge>,
+    /// 1 while this replica leads (or runs alone, `--leader-elect=false`), else 0.
+    pub leader: Gauge,
     /// The team namespaces each config has series for, so that one dropped from its status loses them.
     team_namespaces: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Every gauge labelled by config alone.
@@ -86,7 +81,17 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("neuron_dra_operator");
+        // The process metrics keep their usual names; everything else is the operator's own.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(process::ProcessCollector));
+        let registry = root.sub_registry_with_prefix("neuron_dra_operator");
+        registry.register("build", "The operator's version and the commit it was built from", build_info());
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease (or runs without leader election), else 0",
+            leader.clone(),
+        );
         // Every per-config gauge is registered through here, so a deleted config's series all go (`forget`).
         let mut per_config = Vec::new();
         let mut config_gauge = |registry: &mut Registry, name: &str, help: &str| {
@@ -105,15 +110,15 @@ impl Default for Metrics {
         registry.register("reconciles", "Reconciles per config", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
         registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
-        let managed_objects = config_gauge(&mut registry, "managed_objects", "Objects a config owns");
+        let managed_objects = config_gauge(registry, "managed_objects", "Objects a config owns");
         registry.register(
             "api_requests",
             "Requests this process sent to the API server, by verb and resource",
             api_requests.clone(),
         );
-        let nodes = config_gauge(&mut registry, "nodes", "Nodes a config selects");
-        let devices = config_gauge(&mut registry, "devices", "Neuron devices on the nodes a config selects");
-        let unhealthy_devices = config_gauge(&mut registry, "unhealthy_devices", "Unhealthy Neuron devices per config");
+        let nodes = config_gauge(registry, "nodes", "Nodes a config selects");
+        let devices = config_gauge(registry, "devices", "Neuron devices on the nodes a config selects");
+        let unhealthy_devices = config_gauge(registry, "unhealthy_devices", "Unhealthy Neuron devices per config");
         registry.register(
             "template_available",
             "How many more claims of a profile's template the config's nodes can satisfy now",
@@ -125,33 +130,27 @@ impl Default for Metrics {
             template_allocated.clone(),
         );
         let driver_desired_nodes =
-            config_gauge(&mut registry, "driver_desired_nodes", "Nodes that should run a config's kubelet plugin");
+            config_gauge(registry, "driver_desired_nodes", "Nodes that should run a config's kubelet plugin");
         let driver_ready_nodes =
-            config_gauge(&mut registry, "driver_ready_nodes", "Nodes whose kubelet plugin pod is ready");
-        let driver_updated_nodes = config_gauge(
-            &mut registry,
-            "driver_updated_nodes",
-            "Nodes running a config's current kubelet plugin version",
-        );
+            config_gauge(registry, "driver_ready_nodes", "Nodes whose kubelet plugin pod is ready");
+        let driver_updated_nodes =
+            config_gauge(registry, "driver_updated_nodes", "Nodes running a config's current kubelet plugin version");
         let driver_rollout_halted = config_gauge(
-            &mut registry,
+            registry,
             "driver_rollout_halted",
             "1 while a config's stepped plugin rollout is halted, else 0",
         );
-        let templates = config_gauge(&mut registry, "templates", "ResourceClaimTemplates a config has in place");
+        let templates = config_gauge(registry, "templates", "ResourceClaimTemplates a config has in place");
         registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
         let remediation_failing_nodes = config_gauge(
-            &mut registry,
+            registry,
             "remediation_failing_nodes",
             "Selected nodes reporting a Neuron hardware problem, with a remediation policy",
         );
-        let remediated_nodes = config_gauge(
-            &mut registry,
-            "remediated_nodes",
-            "Nodes whose Neuron devices a config's remediation taints now",
-        );
+        let remediated_nodes =
+            config_gauge(registry, "remediated_nodes", "Nodes whose Neuron devices a config's remediation taints now");
         let remediation_held_back_nodes = config_gauge(
-            &mut registry,
+            registry,
             "remediation_held_back_nodes",
             "Failing nodes a config's remediation leaves untainted because its budget is spent",
         );
@@ -168,7 +167,7 @@ impl Default for Metrics {
             team_used_devices.clone(),
         );
         Self {
-            registry,
+            registry: root,
             reconciles,
             reconcile_errors,
             reconcile_duration,
@@ -190,6 +189,7 @@ impl Default for Metrics {
             remediation_held_back_nodes,
             team_quota_devices,
             team_used_devices,
+            leader,
             team_namespaces: Mutex::default(),
             per_config,
         }
@@ -292,36 +292,6 @@ impl Metrics {
     }
 }
 
-/// Verb and resource of a request, from its method and path
-/// (`/api/v1/namespaces/ns/pods/name/status`, `/apis/group/version/resource`).
-pub fn classify_request(method: &http::Method, uri: &http::Uri) -> RequestLabels {
-    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
-    let rest = match segments.first() {
-        Some(&"api") => segments.get(2..).unwrap_or_default(),
-        Some(&"apis") => segments.get(3..).unwrap_or_default(),
-        _ => &[],
-    };
-    // Skip `namespaces/<ns>` when a namespaced resource follows.
-    let rest = if rest.len() > 2 && rest[0] == "namespaces" { &rest[2..] } else { rest };
-    let mut resource = rest.first().copied().unwrap_or("unknown").to_string();
-    let named = rest.len() > 1;
-    if let Some(sub) = rest.get(2) {
-        resource = format!("{resource}/{sub}");
-    }
-    let watch = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
-    let verb = match *method {
-        http::Method::GET if watch => "watch",
-        http::Method::GET if named => "get",
-        http::Method::GET => "list",
-        http::Method::POST => "create",
-        http::Method::PUT => "update",
-        http::Method::PATCH => "patch",
-        http::Method::DELETE => "delete",
-        _ => "other",
-    };
-    RequestLabels { verb: verb.into(), resource }
-}
-
 /// Readiness as `/readyz` reports it: the caches are synced (or this replica is a standby).
 #[derive(Clone, Default)]
 pub struct Readiness(Arc<AtomicBool>);
@@ -360,5 +330,20 @@ pub fn seconds(duration: Duration) -> f64 {
     duration.as_secs_f64()
 }
 
+/// The commit the binary was built from: `NEURON_DRA_OPERATOR_REVISION` at build time (hack/release.sh and the
+/// Dockerfile set it), else `unknown`.
+pub const REVISION: &str = match option_env!("NEURON_DRA_OPERATOR_REVISION") {
+    Some(revision) => revision,
+    None => "unknown",
+};
+
+/// `neuron_dra_operator_build_info{version, revision} 1`, the series dashboards join on to show what runs.
+fn build_info() -> Info<Vec<(&'static str, &'static str)>> {
+    Info::new(vec![("version", env!("CARGO_PKG_VERSION")), ("revision", REVISION)])
+}
+
+mod process;
+mod requests;
+pub use requests::{RequestLabels, classify_request};
 #[cfg(test)]
 mod tests;

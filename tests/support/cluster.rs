@@ -254,9 +254,9 @@ impl Operator {
         // operator binds it can be taken meanwhile by any outgoing connection (it happened in CI).
         let log = dir.join(format!("{}.log", unique("operator")));
         let child = Command::new(env!("CARGO_BIN_EXE_neuron-dra-operator"))
-            .args(["run", "--metrics-addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"])
+            .args(["run", "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"])
             .args(["--config-selector", &format!("{TEST_LABEL}={}", options.test_id)])
-            .args(["--lease-namespace", namespace, "--lease-name", options.lease, "--lease-duration", "6"])
+            .args(["--lease-namespace", namespace, "--lease-name", options.lease, "--lease-duration", "6s"])
             .args(options.extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,neuron_dra_operator=debug,kube_lease_manager=warn")

@@ -41,7 +41,9 @@ pub(super) fn csv(sources: &Sources, crd: &Value) -> anyhow::Result<Value> {
         "keywords": ["aws", "neuron", "trainium", "dra", "dynamic-resource-allocation", "accelerator", "machine-learning"],
         "maintainers": [{ "name": "neuron-dra-operator maintainers", "email": "maintainers@neurondra.io" }],
         "provider": { "name": "neuron-dra-operator maintainers" },
+        // The CSV has no licence field; consoles show the links, and OperatorHub's listings name it this way.
         "links": [
+            { "name": "License (Apache-2.0)", "url": format!("{REPOSITORY}/blob/main/LICENSE") },
             { "name": "AWS Neuron documentation", "url": "https://awsdocs-neuron.readthedocs-hosted.com/" },
             { "name": "Kubernetes Dynamic Resource Allocation", "url": "https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/" },
         ],

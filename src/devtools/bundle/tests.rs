@@ -79,6 +79,16 @@ fn channels_follow_olm_conventions_and_the_annotation_lists_them() {
     }
 }
 
+/// The licence a reviewer looks for: the repository's LICENSE, named by the CSV's links.
+#[test]
+fn the_csv_links_the_licence() {
+    let links = generated_csv()["spec"]["links"].clone();
+    let license = links.as_array().unwrap().iter().find(|l| l["name"] == "License (Apache-2.0)").unwrap();
+    assert_eq!(license["url"], format!("{REPOSITORY}/blob/main/LICENSE"));
+    let text = std::fs::read_to_string(root().join("LICENSE")).unwrap();
+    assert!(text.contains("Apache License") && text.contains("Version 2.0, January 2004"));
+}
+
 /// The operator may review /metrics callers; whoever scrapes gets the metrics-reader ClusterRole, bound by the
 /// cluster's admin (OLM binds only what the CSV's permissions list).
 #[test]

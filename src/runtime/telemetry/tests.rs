@@ -145,3 +145,47 @@ fn requests_are_counted_by_verb_and_resource() {
         metrics.encode().contains("neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\"} 1")
     );
 }
+
+/// The value of an unlabelled series in the metrics text.
+fn value_of(text: &str, series: &str) -> f64 {
+    let line = text.lines().find(|line| line.split(' ').next() == Some(series)).unwrap_or_else(|| panic!("{series}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn build_info_the_leader_gauge_and_the_process_metrics_are_exported() {
+    // Some CPU time first: a test process that just started may have used less than one clock tick.
+    let spin = std::time::Instant::now();
+    while process::Reading::now().unwrap().cpu_seconds == 0.0 && spin.elapsed() < Duration::from_secs(5) {}
+    let metrics = Metrics::default();
+    let text = metrics.encode();
+    let build = format!(
+        "neuron_dra_operator_build_info{{version=\"{}\",revision=\"{REVISION}\"}} 1\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(text.contains(&build), "{text}");
+    assert_eq!(value_of(&text, "neuron_dra_operator_leader"), 0.0);
+    metrics.leader.set(1);
+    assert_eq!(value_of(&metrics.encode(), "neuron_dra_operator_leader"), 1.0);
+
+    // The process series keep client_golang's names (no prefix), and read this process.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let rss_kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
+    let rss = value_of(&text, "process_resident_memory_bytes");
+    assert!((rss - rss_kib * 1024.0).abs() < 64.0 * 1024.0 * 1024.0, "{rss} vs VmRSS {rss_kib} KiB");
+    assert!(value_of(&text, "process_cpu_seconds_total") > 0.0, "{text}");
+    assert!(value_of(&text, "process_virtual_memory_bytes") >= rss);
+    assert!(value_of(&text, "process_open_fds") >= 3.0);
+    let started = value_of(&text, "process_start_time_seconds");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!(started <= now + 1.0 && started > now - 3600.0, "started {started}, now {now}");
+    assert!(text.contains("# TYPE process_cpu_seconds counter\n"), "{text}");
+}

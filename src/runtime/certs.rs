@@ -1,0 +1,188 @@
+//! The certificate `/metrics` presents: `tls.crt` and `tls.key` of `--metrics-cert-dir` (a mounted
+//! `kubernetes.io/tls` Secret, cert-manager's for example), read again whenever they change, or a self-signed one
+//! made at start.
+//!
+//! The kubelet renews a Secret volume by writing the new files beside the old and swapping the `..data` symlink, so
+//! both files change at once; cert-manager renews a certificate well before it expires. The directory is polled
+//! (two small reads every few seconds) rather than watched: an inotify watch on a symlink swap needs the parent
+//! directory watched and re-armed after each swap, while a poll sees every way the files can change, and the
+//! handshake that follows a renewal by a few seconds still gets a certificate that is valid.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use sha2::{Digest, Sha256};
+
+/// How often `--metrics-cert-dir` is read again.
+pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The TLS configuration of `/metrics`, and where it came from.
+pub struct MetricsCertificate {
+    pub config: Arc<rustls::ServerConfig>,
+    /// The directory and the digest of the files the config was made from; None for a self-signed certificate.
+    source: Option<(PathBuf, [u8; 32])>,
+}
+
+impl MetricsCertificate {
+    /// The directory's certificate, or a self-signed one made now; an unreadable or mismatched pair is an error.
+    pub fn load(cert_dir: Option<&Path>) -> anyhow::Result<Self> {
+        let Some(dir) = cert_dir else {
+            return Ok(Self { config: server_config(self_signed()?)?, source: None });
+        };
+        let (files, digest) = read_files(dir)?;
+        Ok(Self { config: server_config(parse(dir, &files)?)?, source: Some((dir.to_path_buf(), digest)) })
+    }
+
+    /// Keeps `target` on the directory's current certificate: every `RELOAD_INTERVAL`, files whose bytes changed
+    /// are loaded and swapped in for the next handshakes. A pair that does not load (half written, key and
+    /// certificate from different renewals) is logged and the certificate in use kept, until the files are whole.
+    /// Returns at once for a self-signed certificate.
+    pub async fn keep_fresh(self, target: axum_server::tls_rustls::RustlsConfig) {
+        self.keep_fresh_every(RELOAD_INTERVAL, target).await
+    }
+
+    async fn keep_fresh_every(self, interval: Duration, target: axum_server::tls_rustls::RustlsConfig) {
+        let Some((dir, mut loaded)) = self.source else { return };
+        let mut refused = None;
+        loop {
+            tokio::time::sleep(interval).await;
+            let attempt = read_files(&dir).and_then(|(files, digest)| {
+                if digest == loaded || Some(digest) == refused {
+                    return Ok(None);
+                }
+                match parse(&dir, &files).and_then(server_config) {
+                    Ok(config) => Ok(Some((config, digest))),
+                    Err(error) => {
+                        refused = Some(digest);
+                        Err(error)
+                    }
+                }
+            });
+            match attempt {
+                Ok(Some((config, digest))) => {
+                    target.reload_from_config(config);
+                    loaded = digest;
+                    refused = None;
+                    tracing::info!(dir = %dir.display(), "loaded the renewed metrics certificate");
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(error = format!("{error:#}"), "keeping the metrics certificate in use");
+                }
+            }
+        }
+    }
+}
+
+/// The bytes of tls.crt and tls.key.
+type Files = (Vec<u8>, Vec<u8>);
+
+/// The files, and one digest of both.
+fn read_files(dir: &Path) -> anyhow::Result<(Files, [u8; 32])> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).with_context(|| format!("cannot read the metrics certificate file {}", path.display()))
+    };
+    let (cert, key) = (read("tls.crt")?, read("tls.key")?);
+    let mut digest = Sha256::new();
+    digest.update((cert.len() as u64).to_be_bytes());
+    digest.update(&cert);
+    digest.update(&key);
+    Ok(((cert, key), digest.finalize().into()))
+}
+
+type Certificate = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn parse(dir: &Path, (cert, key): &Files) -> anyhow::Result<Certificate> {
+    let cert_file = dir.join("tls.crt");
+    let certs = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("cannot read the metrics certificate {}", cert_file.display()))?;
+    anyhow::ensure!(!certs.is_empty(), "no certificate in {}", cert_file.display());
+    let key = PrivateKeyDer::from_pem_slice(key)
+        .with_context(|| format!("cannot read the metrics key {}", dir.join("tls.key").display()))?;
+    Ok((certs, key))
+}
+
+fn server_config((certs, key): Certificate) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    // ring: the provider kube's own rustls already uses, so there is no process-wide default to pick.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("the metrics certificate and key do not match")?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+fn self_signed() -> anyhow::Result<Certificate> {
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    let generated = rcgen::generate_simple_self_signed(names).context("generating the metrics certificate")?;
+    let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
+    Ok((vec![generated.cert.der().clone()], key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_pair(dir: &Path, name: &str) -> rcgen::CertifiedKey<rcgen::KeyPair> {
+        let made = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+        std::fs::write(dir.join("tls.crt"), made.cert.pem()).unwrap();
+        std::fs::write(dir.join("tls.key"), made.signing_key.serialize_pem()).unwrap();
+        made
+    }
+
+    #[test]
+    fn a_certificate_comes_from_a_directory_or_is_made_at_start() {
+        MetricsCertificate::load(None).expect("a self-signed certificate");
+
+        let dir = std::env::temp_dir().join(format!("ndo-certs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let made = write_pair(&dir, "metrics.example");
+        let (files, _) = read_files(&dir).unwrap();
+        assert_eq!(parse(&dir, &files).unwrap().0, vec![made.cert.der().clone()]);
+        MetricsCertificate::load(Some(&dir)).expect("the directory's certificate");
+
+        // A key that is not the certificate's, and a missing file, are one-line errors naming the problem.
+        let other = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(dir.join("tls.key"), other.serialize_pem()).unwrap();
+        let error = MetricsCertificate::load(Some(&dir)).err().unwrap();
+        assert_eq!(error.to_string(), "the metrics certificate and key do not match");
+        std::fs::remove_file(dir.join("tls.crt")).unwrap();
+        let error = format!("{:#}", MetricsCertificate::load(Some(&dir)).err().unwrap());
+        assert!(error.starts_with("cannot read the metrics certificate file ") && !error.contains('\n'), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The served configuration follows the files; a broken pair leaves the last good one in place.
+    #[tokio::test]
+    async fn a_renewed_pair_is_swapped_in_and_a_broken_one_is_not() {
+        let dir = std::env::temp_dir().join(format!("ndo-renew-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_pair(&dir, "first.example");
+        let certificate = MetricsCertificate::load(Some(&dir)).unwrap();
+        let target = axum_server::tls_rustls::RustlsConfig::from_config(certificate.config.clone());
+        let first = target.get_inner();
+        let interval = Duration::from_millis(20);
+        let task = tokio::spawn(certificate.keep_fresh_every(interval, target.clone()));
+        let tick = || tokio::time::sleep(interval * 10);
+
+        tick().await;
+        assert!(Arc::ptr_eq(&first, &target.get_inner()), "unchanged files are not loaded again");
+        write_pair(&dir, "second.example");
+        tick().await;
+        let second = target.get_inner();
+        assert!(!Arc::ptr_eq(&first, &second), "the renewed pair is served");
+        std::fs::write(dir.join("tls.key"), rcgen::KeyPair::generate().unwrap().serialize_pem()).unwrap();
+        tick().await;
+        assert!(Arc::ptr_eq(&second, &target.get_inner()), "a mismatched pair is not served");
+        task.abort();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
