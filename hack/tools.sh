@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Real tools for the chart, monitoring and bundle tests, in the user cache once per machine and version, like
-# hack/controlplane.sh does for Kubernetes. Helm and the bundle validator are built from Go modules (the wrapper
-# modules under tests/tools/); promtool is taken from Debian's `prometheus` package (only the binary is unpacked,
+# Real tools for the chart, monitoring, bundle and GitOps tests, in the user cache once per machine and version, like
+# hack/controlplane.sh does for Kubernetes. Helm, the bundle validator and kstatus's verdict printer are built from
+# Go modules (the wrapper modules under tests/tools/); promtool is taken from Debian's `prometheus` package (only the binary is unpacked,
 # nothing is installed), which is good enough for checking and unit-testing alerting rules and saves building
 # Prometheus from source (about 8 minutes on 2 cores). PROMTOOL=/path/to/promtool overrides it off Debian.
 #
@@ -10,8 +10,8 @@
 # cargo-cyclonedx with `cargo install --locked` from crates.io (it has no prebuilt package).
 #
 #   hack/tools.sh path TOOL                            build (or unpack) if needed, print the binary's path; TOOL is
-#                                                      helm, promtool, bundle-validate, zig, cargo-zigbuild or
-#                                                      cargo-cyclonedx
+#                                                      helm, promtool, bundle-validate, kstatus, zig, cargo-zigbuild
+#                                                      or cargo-cyclonedx
 #   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
 #   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
@@ -49,7 +49,8 @@ tool_module() {
   case "$1" in
     helm) echo helm.sh/helm/v3 ;;
     bundle-validate) echo github.com/operator-framework/api ;;
-    *) die "unknown tool '$1' (helm, promtool, bundle-validate, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
+    kstatus) echo sigs.k8s.io/cli-utils ;;
+    *) die "unknown tool '$1' (helm, promtool, bundle-validate, kstatus, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
   esac
 }
 
@@ -90,7 +91,7 @@ build_tool() {
         ldflags+=" -X ${p}.k8sVersionMajor=${major} -X ${p}.k8sVersionMinor=${minor}"
       done
       ;;
-    bundle-validate) pkg=. ;;
+    bundle-validate | kstatus) pkg=. ;;
   esac
   # CGO off: static binaries, no C toolchain. GOWORK off and -mod=readonly: the
   # committed go.mod/go.sum are the whole module graph.
@@ -240,7 +241,7 @@ main() {
     build)
       shift
       local -a tools=("$@")
-      ((${#tools[@]})) || tools=(helm promtool bundle-validate)
+      ((${#tools[@]})) || tools=(helm promtool bundle-validate kstatus)
       local tool
       for tool in "${tools[@]}"; do ensure "${tool}" >/dev/null; done
       ;;
