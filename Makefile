@@ -38,12 +38,12 @@ crds:
 	$(CARGO) run --locked --quiet --bin neuron-dra-operator -- crd > crds/neurondra.io_neurondraconfigs.yaml
 	$(MAKE) --no-print-directory chart
 
-## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD,
-## the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
+## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD (a
+## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
 CHART := charts/neuron-dra-operator
 .PHONY: chart
 chart:
-	cp crds/neurondra.io_neurondraconfigs.yaml $(CHART)/crds/neurondra.io_neurondraconfigs.yaml
+	cp crds/neurondra.io_neurondraconfigs.yaml $(CHART)/files/neurondra.io_neurondraconfigs.yaml
 	cp config/rbac/role.yaml $(CHART)/files/role.yaml
 	cp config/rbac/leader_election_role.yaml $(CHART)/files/leader_election_role.yaml
 	cp config/rbac/metrics_auth_role.yaml $(CHART)/files/metrics_auth_role.yaml

@@ -29,15 +29,18 @@ pub fn crd_yaml() -> String {
     serde_yaml::to_string(&crd()).expect("the CRD serializes")
 }
 
+/// The one upgrade procedure (docs/install.md), which the refusal below names instead of commands of its own.
+pub const UPGRADE_DOC: &str = "https://github.com/neurondra/neuron-dra-operator/blob/main/docs/install.md#upgrading";
+
 /// Why the installed CRD cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CrdMismatch {
     #[error(
-        "the NeuronDRAConfig CRD is not installed; install it with `kubectl apply -f {CRD_FILE}` (or `kubectl apply -k config/default`)"
+        "the NeuronDRAConfig CRD is not installed; install it with the operator (docs/install.md), or on its own with `kubectl apply -f {CRD_FILE}`"
     )]
     Missing,
     #[error(
-        "the installed NeuronDRAConfig CRD (operator version {installed}) is older than this operator ({ours}) and would silently drop fields; upgrade it first with `kubectl apply --server-side -f {CRD_FILE}` (or `kubectl apply -k config/crd`), then restart the operator"
+        "the installed NeuronDRAConfig CRD (operator version {installed}) is older than this operator ({ours}) and would silently drop fields; upgrade it as {UPGRADE_DOC} says (with Helm, `helm upgrade` to this chart version does it), then restart the operator"
     )]
     Older { installed: String, ours: String },
 }
@@ -87,7 +90,7 @@ mod tests {
             (ANNOTATION_SCHEMA_HASH.to_string(), "0000".to_string()),
         ]));
         let error = check_installed(Some(&older)).unwrap_err();
-        assert!(error.to_string().contains("kubectl apply --server-side -f crds/neurondra.io_neurondraconfigs.yaml"));
+        assert!(error.to_string().contains("docs/install.md#upgrading"), "{error}");
         let mut bare = crd();
         bare.metadata.annotations = None;
         assert!(matches!(check_installed(Some(&bare)), Err(CrdMismatch::Older { .. })));
