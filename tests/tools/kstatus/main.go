@@ -27,16 +27,13 @@ func main() {
 func run(in io.Reader, out io.Writer) error {
 	decoder := yaml.NewYAMLOrJSONDecoder(in, 4096)
 	for {
-		var object map[string]interface{}
-		if err := decoder.Decode(&object); errors.Is(err, io.EOF) {
+		// Decoded as Unstructured, whose JSON decoding keeps integers int64 as the API machinery does.
+		u := &unstructured.Unstructured{}
+		if err := decoder.Decode(u); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		if object == nil {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: object}
 		result, err := status.Compute(u)
 		if err != nil {
 			return fmt.Errorf("%s/%s: %w", u.GetKind(), u.GetName(), err)
