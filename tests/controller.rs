@@ -3,6 +3,7 @@
 mod support {
     pub mod cluster;
     pub mod scenario;
+    pub mod tools;
 }
 
 use std::time::Duration;
@@ -330,6 +331,21 @@ async fn an_invalid_or_unreadable_config_does_not_stop_the_others() {
     assert_eq!(reason, "InvalidSpec");
     assert!(message.contains("spec.profiles[0].training.logicalNeuronCore"), "{message}");
     assert!(s.templates(&ns).get_opt("serve-prefill").await.unwrap().is_none(), "nothing half-applied");
+    // As GitOps tools read them (docs/gitops.md): kstatus itself over the stored objects says the refused config
+    // failed and the good one is current.
+    assert_eq!(condition(&wrong_config, "Stalled").0, "True");
+    let objects = kubectl(&["get", "ndc", &wrong, &good, "-o", "json"]);
+    let items: serde_json::Value = serde_json::from_str(&objects).unwrap();
+    let stream: String = items["items"].as_array().unwrap().iter().map(|o| format!("{o}\n")).collect();
+    let mut kstatus = std::process::Command::new(support::tools::tool("kstatus"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut kstatus.stdin.take().unwrap(), stream.as_bytes()).unwrap();
+    let verdicts = String::from_utf8(kstatus.wait_with_output().unwrap().stdout).unwrap();
+    assert!(verdicts.contains(&format!("NeuronDRAConfig/{wrong} Failed spec.profiles[0]")), "{verdicts}");
+    assert!(verdicts.contains(&format!("NeuronDRAConfig/{good} Current")), "{verdicts}");
     let bad_config = eventually(TIMEOUT, "bad config reported", || async {
         let value: serde_json::Value = serde_json::from_str(&kubectl(&["get", "ndc", &bad, "-o", "json"])).ok()?;
         let conditions = value["status"]["conditions"].as_array()?.clone();

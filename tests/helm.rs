@@ -108,6 +108,8 @@ fn normalized(value: &Value) -> Value {
                 };
                 (k.clone(), normalized(&v))
             })
+            // The CRD's labels are Helm's alone: none left is none at all.
+            .filter(|(k, v)| !(k == "labels" && v.as_object().is_some_and(|l| l.is_empty())))
             .collect(),
         other => other.clone(),
     }

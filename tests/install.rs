@@ -491,7 +491,7 @@ fn run_operator_checking(crd_name: &str) -> (std::process::ExitStatus, String) {
 /// it with `NEURONDRA_TEST_CHECK_CRD`. The operator runs with the admin kubeconfig here because the shipped RBAC
 /// lets it read only the real CRD. A name that exists nowhere shows the "not installed" refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_started_against_an_older_or_missing_crd_exits_with_the_upgrade_command() {
+async fn an_operator_started_against_an_older_or_missing_crd_exits_naming_the_upgrade_procedure() {
     let client = cluster::admin().await;
     let group = format!("{}.neurondra.io", cluster::unique("crdold"));
     let mut older = neuron_dra_operator::runtime::crd::crd();
