@@ -84,7 +84,7 @@ lint:
 
 ## Unit tests and the tests that need no cluster.
 unit-test:
-	$(CARGO) test --locked --lib --bins --test render_cli --test architecture
+	$(CARGO) test --locked --lib --bins --test render_cli --test architecture --test workloads
 
 ## The supported Kubernetes range (docs/compatibility.md "Kubernetes versions"): the whole suite runs on the oldest, the tests of
 ## what changed in DRA since then on the newest.
