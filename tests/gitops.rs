@@ -2,7 +2,7 @@
 //! (sigs.k8s.io/cli-utils' `status.Compute`, built from its Go module by hack/tools.sh) and the Argo CD health
 //! check `config/argocd/health.lua` run by Debian's Lua interpreter, over statuses the operator's own status code
 //! (`logic::status::compute`) made for a config that is Ready, rolling out, invalid, halted, paused, sick but done,
-//! and not yet observed. No cluster needed.
+//! changed and not yet observed, and new (the CRD's default status). No cluster needed.
 
 mod support {
     pub mod cluster;
@@ -93,9 +93,8 @@ fn cases() -> Vec<Case> {
         case("paused", paused, "Current", "Suspended"),
         case("sick", sick, "Current", "Healthy"),
         stale,
-        // kstatus's own rule: an object with no status.observedGeneration and no conditions is Current. The operator
-        // writes a status within a second of a config's creation; Argo CD (this check) waits for it.
-        Case { name: "new", generation: 1, observation: None, kstatus: "Current", argo: "Progressing" },
+        // Created, not yet seen by the operator: the API server returns the CRD's default status (see `object`).
+        Case { name: "new", generation: 1, observation: None, kstatus: "InProgress", argo: "Progressing" },
     ]
 }
 
@@ -107,10 +106,20 @@ fn object(case: &Case) -> Value {
         "metadata": {"name": case.name, "generation": case.generation},
         "spec": {"profiles": []},
     });
-    if let Some(observation) = &case.observation {
-        object["status"] = serde_json::to_value(status::compute(None, observation, status::now())).unwrap();
-    }
+    object["status"] = match &case.observation {
+        Some(observation) => serde_json::to_value(status::compute(None, observation, status::now())).unwrap(),
+        None => crd_default_status(),
+    };
     object
+}
+
+/// The status the CRD gives a config the operator has not written to (its schema's default): without it kstatus
+/// would read a new config as Current, before anything happened.
+fn crd_default_status() -> Value {
+    let crd = serde_json::to_value(neuron_dra_operator::runtime::crd::crd()).unwrap();
+    let status = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["default"];
+    assert_eq!(*status, json!({"observedGeneration": 0}));
+    status.clone()
 }
 
 #[test]
@@ -142,7 +151,7 @@ fn the_argo_cd_health_check_reads_the_same_conditions() {
             "rolling" => "RollingOut: 2/2 nodes on 1.1.0, 1 ready",
             "sick" => "every template is in place; 31 of 32 devices healthy on 2 nodes",
             "stale" => "waiting for the operator to observe generation 4",
-            "new" => "waiting for the operator to report a status",
+            "new" => "waiting for the operator to observe generation 1",
             "paused" => "spec.paused",
             _ => "the driver is rolled out and every template is in place",
         };

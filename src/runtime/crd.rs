@@ -18,11 +18,26 @@ pub const ANNOTATION_SCHEMA_HASH: &str = "neurondra.io/schema-hash";
 /// The CRD, annotated with the operator version and a hash of its spec.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = NeuronDRAConfig::crd();
+    default_status(&mut crd);
     crd.metadata.annotations = Some(BTreeMap::from([
         (ANNOTATION_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
         (ANNOTATION_SCHEMA_HASH.to_string(), short_hash(&crd.spec)),
     ]));
     crd
+}
+
+/// A config's status until the operator first writes one: `observedGeneration: 0`, which no generation equals, so
+/// kstatus and the Argo CD check (docs/gitops.md) read a config the operator has not seen yet as in progress. Without
+/// it kstatus reads an object with no status as Current, and a GitOps gate would open before anything happened.
+/// The API server fills the default in whenever it returns an object without a status.
+fn default_status(crd: &mut CustomResourceDefinition) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
+    for version in &mut crd.spec.versions {
+        let schema = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut());
+        if let Some(status) = schema.and_then(|s| s.properties.as_mut()).and_then(|p| p.get_mut("status")) {
+            status.default = Some(JSON(serde_json::json!({"observedGeneration": 0})));
+        }
+    }
 }
 
 pub fn crd_yaml() -> String {
