@@ -44,12 +44,12 @@ crds:
 	$(CARGO) run --locked --quiet --bin neuron-dra-operator -- crd > crds/neurondra.io_neurondraconfigs.yaml
 	$(MAKE) --no-print-directory chart
 
-## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD,
-## the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
+## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD (a
+## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
 CHART := charts/neuron-dra-operator
 .PHONY: chart
 chart:
-	cp crds/neurondra.io_neurondraconfigs.yaml $(CHART)/crds/neurondra.io_neurondraconfigs.yaml
+	cp crds/neurondra.io_neurondraconfigs.yaml $(CHART)/files/neurondra.io_neurondraconfigs.yaml
 	cp config/rbac/role.yaml $(CHART)/files/role.yaml
 	cp config/rbac/leader_election_role.yaml $(CHART)/files/leader_election_role.yaml
 	cp config/rbac/metrics_auth_role.yaml $(CHART)/files/metrics_auth_role.yaml
@@ -90,7 +90,7 @@ lint:
 
 ## Unit tests and the tests that need no cluster.
 unit-test:
-	$(CARGO) test --locked --lib --bins --test render_cli --test architecture
+	$(CARGO) test --locked --lib --bins --test render_cli --test architecture --test workloads
 
 ## The supported Kubernetes range (docs/compatibility.md "Kubernetes versions"): the whole suite runs on the oldest, the tests of
 ## what changed in DRA since then on the newest.

@@ -29,13 +29,13 @@ stop_background() {
 trap stop_background EXIT
 
 mkdir -p target
-log "building Helm, the bundle validator, the arm64 operator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
+log "building Helm, the bundle validator, kstatus, the arm64 operator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
 # Its own process group (set -m), so stop_background ends the go builds too.
 set -m
 # shellcheck disable=SC2016 # expanded by the inner shell
 nice -n 19 bash -c '
   set -e
-  hack/tools.sh build helm bundle-validate
+  hack/tools.sh build helm bundle-validate kstatus
   hack/release.sh binary aarch64 release-check >/dev/null
   KUBE_VERSION="$1" hack/controlplane.sh build
   KUBE_VERSION="$1" hack/node.sh build kubelet

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Real tools for the chart, monitoring and bundle tests, in the user cache once per machine and version, like
-# hack/controlplane.sh does for Kubernetes. Helm and the bundle validator are built from Go modules (the wrapper
-# modules under tests/tools/); promtool is taken from Debian's `prometheus` package (only the binary is unpacked,
+# Real tools for the chart, monitoring, bundle and GitOps tests, in the user cache once per machine and version, like
+# hack/controlplane.sh does for Kubernetes. Helm, the bundle validator and kstatus's verdict printer are built from
+# Go modules (the wrapper modules under tests/tools/); promtool is taken from Debian's `prometheus` package (only the binary is unpacked,
 # nothing is installed), which is good enough for checking and unit-testing alerting rules and saves building
 # Prometheus from source (about 8 minutes on 2 cores). PROMTOOL=/path/to/promtool overrides it off Debian.
 #
@@ -12,7 +12,7 @@
 # cargo-cyclonedx with `cargo install --locked` from crates.io (it has no prebuilt package).
 #
 #   hack/tools.sh path TOOL                            build (or unpack) if needed, print the binary's path; TOOL is
-#                                                      helm, promtool, bundle-validate, actionlint, zig,
+#                                                      helm, promtool, bundle-validate, actionlint, kstatus, zig,
 #                                                      cargo-zigbuild or cargo-cyclonedx
 #   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
@@ -52,7 +52,8 @@ tool_module() {
     helm) echo helm.sh/helm/v3 ;;
     bundle-validate) echo github.com/operator-framework/api ;;
     actionlint) echo github.com/rhysd/actionlint ;;
-    *) die "unknown tool '$1' (helm, promtool, bundle-validate, actionlint, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
+    kstatus) echo sigs.k8s.io/cli-utils ;;
+    *) die "unknown tool '$1' (helm, promtool, bundle-validate, actionlint, kstatus, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
   esac
 }
 
@@ -93,7 +94,7 @@ build_tool() {
         ldflags+=" -X ${p}.k8sVersionMajor=${major} -X ${p}.k8sVersionMinor=${minor}"
       done
       ;;
-    bundle-validate) pkg=. ;;
+    bundle-validate | kstatus) pkg=. ;;
     actionlint)
       pkg=github.com/rhysd/actionlint/cmd/actionlint
       # actionlint's own release build stamps its version.
@@ -248,7 +249,7 @@ main() {
     build)
       shift
       local -a tools=("$@")
-      ((${#tools[@]})) || tools=(helm promtool bundle-validate)
+      ((${#tools[@]})) || tools=(helm promtool bundle-validate kstatus)
       local tool
       for tool in "${tools[@]}"; do ensure "${tool}" >/dev/null; done
       ;;

@@ -3,6 +3,7 @@
 mod support {
     pub mod cluster;
     pub mod scenario;
+    pub mod tools;
 }
 
 use std::time::Duration;
@@ -20,6 +21,19 @@ use support::scenario::{Scenario, TIMEOUT};
 fn condition(config: &neuron_dra_operator::api::NeuronDRAConfig, type_: &str) -> (String, String, String) {
     let c = config.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == type_).unwrap();
     (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+/// kstatus's verdict on each object of a JSON stream, one line each (tests/tools/kstatus).
+fn kstatus(objects: &str) -> String {
+    let mut kstatus = std::process::Command::new(support::tools::tool("kstatus"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut kstatus.stdin.take().unwrap(), objects.as_bytes()).unwrap();
+    let out = kstatus.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
 }
 
 fn sample(name: &str) -> serde_json::Value {
@@ -330,6 +344,26 @@ async fn an_invalid_or_unreadable_config_does_not_stop_the_others() {
     assert_eq!(reason, "InvalidSpec");
     assert!(message.contains("spec.profiles[0].training.logicalNeuronCore"), "{message}");
     assert!(s.templates(&ns).get_opt("serve-prefill").await.unwrap().is_none(), "nothing half-applied");
+    // As GitOps tools read them (docs/gitops.md): kstatus itself over the stored objects says the refused config
+    // failed and the good one is current.
+    assert_eq!(condition(&wrong_config, "Stalled").0, "True");
+    let objects = kubectl(&["get", "ndc", &wrong, &good, "-o", "json"]);
+    let items: serde_json::Value = serde_json::from_str(&objects).unwrap();
+    let stream: String = items["items"].as_array().unwrap().iter().map(|o| format!("{o}\n")).collect();
+    let verdicts = kstatus(&stream);
+    assert!(verdicts.contains(&format!("NeuronDRAConfig/{wrong} Failed spec.profiles[0]")), "{verdicts}");
+    assert!(verdicts.contains(&format!("NeuronDRAConfig/{good} Current")), "{verdicts}");
+    // A config no operator selects has only the CRD's default status: in progress, never Current.
+    let mut unseen = s.config(&format!("{}-unseen", s.id), small_spec(&[&ns]));
+    unseen["metadata"]["labels"][TEST_LABEL] = json!(format!("{}-nobody", s.id));
+    s.apply(&unseen).await.unwrap();
+    let unseen = kubectl(&["get", "ndc", &format!("{}-unseen", s.id), "-o", "json"]);
+    let verdict = kstatus(&unseen);
+    assert!(
+        verdict.contains(" InProgress NeuronDRAConfig generation is 1, but latest observed generation is 0"),
+        "{verdict}"
+    );
+    s.delete_config(&format!("{}-unseen", s.id)).await;
     let bad_config = eventually(TIMEOUT, "bad config reported", || async {
         let value: serde_json::Value = serde_json::from_str(&kubectl(&["get", "ndc", &bad, "-o", "json"])).ok()?;
         let conditions = value["status"]["conditions"].as_array()?.clone();

@@ -1,6 +1,6 @@
 //! The Helm chart (`charts/neuron-dra-operator`) with a real Helm built from its Go module: `helm lint --strict`,
 //! the values schema, the default render compared object by object with what `config/` installs (modulo Helm's
-//! labels), the chart's copies of `crds/` and `config/` files, and on the local control plane `helm install`, every
+//! labels), the CRD as a template, the chart's copies of `crds/` and `config/` files, and on the local control plane `helm install`, every
 //! sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and `helm uninstall`.
 
 mod support {
@@ -24,6 +24,8 @@ const CHART: &str = "charts/neuron-dra-operator";
 /// Labels the chart adds to what `config/` has; everything else must be equal.
 const HELM_LABELS: &[&str] =
     &["helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"];
+/// The annotation that keeps the CRD through `helm uninstall` (crds.keep).
+const KEEP: &str = "helm.sh/resource-policy";
 /// Every value that turns on a part that is off by default.
 const EVERYTHING_ON: &[&str] = &[
     "--set",
@@ -31,7 +33,7 @@ const EVERYTHING_ON: &[&str] = &[
 ];
 /// (source, copy in the chart) pairs `make chart` keeps equal.
 const COPIES: &[(&str, &str)] = &[
-    ("crds/neurondra.io_neurondraconfigs.yaml", "crds/neurondra.io_neurondraconfigs.yaml"),
+    ("crds/neurondra.io_neurondraconfigs.yaml", "files/neurondra.io_neurondraconfigs.yaml"),
     ("config/rbac/role.yaml", "files/role.yaml"),
     ("config/rbac/leader_election_role.yaml", "files/leader_election_role.yaml"),
     ("config/rbac/metrics_auth_role.yaml", "files/metrics_auth_role.yaml"),
@@ -82,8 +84,8 @@ fn kustomize(dir: &str) -> Vec<Value> {
     parse_all(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance); numbers
-/// as floats (kustomize prints `2.0` as `2`).
+/// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance) and the
+/// CRD's `helm.sh/resource-policy` (crds.keep); numbers as floats (kustomize prints `2.0` as `2`).
 fn normalized(value: &Value) -> Value {
     match value {
         Value::Number(n) => json!(n.as_f64()),
@@ -99,10 +101,15 @@ fn normalized(value: &Value) -> Value {
                             .map(|(l, v)| (l.clone(), v.clone()))
                             .collect(),
                     ),
+                    ("annotations", Value::Object(annotations)) => Value::Object(
+                        annotations.iter().filter(|(a, _)| *a != KEEP).map(|(a, v)| (a.clone(), v.clone())).collect(),
+                    ),
                     _ => v.clone(),
                 };
                 (k.clone(), normalized(&v))
             })
+            // The CRD's labels are Helm's alone: none left is none at all.
+            .filter(|(k, v)| !(k == "labels" && v.as_object().is_some_and(|l| l.is_empty())))
             .collect(),
         other => other.clone(),
     }
@@ -172,20 +179,31 @@ fn leader_election_off_refuses_two_replicas_and_a_surge() {
     assert_eq!((surge["type"].as_str(), surge["rollingUpdate"]["maxSurge"].as_i64()), (Some("RollingUpdate"), Some(1)));
 }
 
+/// The CRD is a template (so `helm upgrade` upgrades it) carrying Helm's labels and, unless crds.keep=false, the
+/// annotation that keeps it (and every config) through `helm uninstall`; crds.enabled=false leaves it out. Its spec is
+/// crds/'s, compared in `the_chart_renders_what_config_installs`.
+#[test]
+fn the_crd_is_a_template_kept_on_uninstall_unless_asked() {
+    let crd = |sets: &[&str]| {
+        render(sets).1.into_iter().find(|o| o["kind"] == "CustomResourceDefinition").map(|c| c["metadata"].clone())
+    };
+    let metadata = crd(&[]).expect("the CRD by default");
+    assert_eq!(metadata["name"], "neurondraconfigs.neurondra.io");
+    assert_eq!(metadata["annotations"][KEEP], "keep");
+    assert_eq!(metadata["labels"]["app.kubernetes.io/managed-by"], "Helm");
+    assert_eq!(metadata["annotations"]["neurondra.io/schema-hash"].as_str().map(str::len), Some(16));
+    assert!(crd(&["crds.keep=false"]).unwrap()["annotations"].get(KEEP).is_none());
+    assert!(crd(&["crds.enabled=false"]).is_none());
+    let out = helm(&["show", "crds", CHART]).ok("helm show crds");
+    assert!(out.trim().is_empty(), "nothing left in crds/ for Helm to install once and never upgrade: {out}");
+}
+
 /// The default render (release `neuron-dra-operator` in `neuron-dra-operator-system`, CRDs included, monitoring
 /// on) is `kubectl kustomize config/default`, `config/prometheus` and `config/grafana`, object by object, less the
 /// Namespace (Helm's `--create-namespace` makes it; see docs/install.md).
 #[test]
 fn the_chart_renders_what_config_installs() {
-    let mut args = vec![
-        "template",
-        "neuron-dra-operator",
-        CHART,
-        "-n",
-        "neuron-dra-operator-system",
-        "--include-crds",
-        "--skip-tests",
-    ];
+    let mut args = vec!["template", "neuron-dra-operator", CHART, "-n", "neuron-dra-operator-system", "--skip-tests"];
     args.extend(EVERYTHING_ON);
     let rendered = by_kind_and_name(parse_all(&helm(&args).ok("helm template")));
     let mut objects = kustomize("config/default");
@@ -364,7 +382,8 @@ fn the_chart_copies_of_crds_and_config_are_up_to_date() {
             "`make chart` does not copy {source}:\n{recipe}"
         );
     }
-    for dir in ["crds", "files"] {
+    assert!(!repo(&format!("{CHART}/crds")).exists(), "the CRD is a template (templates/crd.yaml), not in crds/");
+    for dir in ["files"] {
         for entry in std::fs::read_dir(repo(&format!("{CHART}/{dir}"))).unwrap() {
             let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
             assert!(COPIES.iter().any(|(_, copy)| *copy == name), "{CHART}/{name} is no copy `make chart` makes");
@@ -461,7 +480,10 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     let values_file = temp_dir(&format!("helm-{release}")).join("values.json");
     std::fs::write(&values_file, values.to_string()).unwrap();
 
-    let installed = helm_doc(docs::HELM_INSTALL, &release, &["-f", values_file.to_str().unwrap()]);
+    // Every test shares the CRD cluster::install applied: this release leaves it alone (tests/helm_upgrade.rs has a
+    // release of its own manage it).
+    let installed =
+        helm_doc(docs::HELM_INSTALL, &release, &["-f", values_file.to_str().unwrap(), "--set", "crds.enabled=false"]);
     assert!(installed.contains("STATUS: deployed"), "{installed}");
     assert_eq!(helm_release(&release, &namespace)["status"], "deployed");
     let deployment = get("deployment", &fullname, Some(&namespace)).unwrap();
@@ -508,8 +530,8 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     assert_eq!(helm_release(&release, &namespace)["revision"], "3");
 
     // Dropping the chart's config deletes it; the operator (still allowed to) cleans up and lets it go.
-    // The EKS guide's upgrade, from a chart package.
-    let upgrade = docs::with_package(docs::EKS_HELM_UPGRADE, &tools::packaged_chart());
+    // docs/install.md's upgrade, from a chart package: the values given before (crds.enabled=false) carry over.
+    let upgrade = docs::with_package(docs::HELM_UPGRADE_RELEASE, &tools::packaged_chart());
     helm_doc(&upgrade, &release, &["--set", "neuronDRAConfig.enabled=false"]);
     wait_gone("ndc", &chart_config_name, None).await;
     s.wait_ready(&names[1]).await;
@@ -538,7 +560,7 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     }
     let list = helm(&["list", "-n", &namespace, "-q"]).ok("helm list");
     assert!(!list.lines().any(|l| l == release), "{list}");
-    // Helm never deletes what crds/ installed.
+    // The CRD was not the release's (crds.enabled=false): it stays.
     get("crd", "neurondraconfigs.neurondra.io", None).expect("the CRD stays");
     let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
 }

@@ -484,14 +484,14 @@ fn run_operator_checking(crd_name: &str) -> (std::process::ExitStatus, String) {
     (status, std::fs::read_to_string(&log).unwrap())
 }
 
-/// An operator started against an older CRD exits non-zero and says how to upgrade, shown on the real API server
+/// An operator started against an older CRD exits non-zero and names the upgrade procedure, shown on the real API server
 /// without touching the real CRD (other tests use it in parallel): the test creates a throwaway copy of this
 /// build's CRD under a test-unique group, renamed (kind, plural, no short names or categories, so `kubectl get ndc`
 /// elsewhere never resolves to it) and annotated as written by operator 0.0.1, and points the operator's check at
 /// it with `NEURONDRA_TEST_CHECK_CRD`. The operator runs with the admin kubeconfig here because the shipped RBAC
 /// lets it read only the real CRD. A name that exists nowhere shows the "not installed" refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_started_against_an_older_or_missing_crd_exits_with_the_upgrade_command() {
+async fn an_operator_started_against_an_older_or_missing_crd_exits_naming_the_upgrade_procedure() {
     let client = cluster::admin().await;
     let group = format!("{}.neurondra.io", cluster::unique("crdold"));
     let mut older = neuron_dra_operator::runtime::crd::crd();
@@ -517,7 +517,11 @@ async fn an_operator_started_against_an_older_or_missing_crd_exits_with_the_upgr
     let (status, stderr) = run_operator_checking(&crd.0);
     assert!(!status.success(), "{stderr}");
     assert!(stderr.contains("is older than this operator"), "{stderr}");
-    assert!(stderr.contains(DOC_UPGRADE_CRD), "no upgrade command in: {stderr}");
+    // It names the one upgrade procedure, docs/install.md's "Upgrading", instead of commands of its own.
+    let doc = neuron_dra_operator::runtime::crd::UPGRADE_DOC;
+    assert!(stderr.contains(doc), "no upgrade procedure in: {stderr}");
+    assert!(doc.ends_with("/docs/install.md#upgrading"));
+    assert!(std::fs::read_to_string(repo("docs/install.md")).unwrap().contains("\n## Upgrading\n"));
 
     let (status, stderr) = run_operator_checking(&format!("missing.{group}"));
     assert!(!status.success(), "{stderr}");

@@ -1,6 +1,6 @@
-//! docs/install-eks.md: it shows exactly the commands the tests run (or that need AWS), and here run its upgrade of
-//! the CRD through `helm show crds`, its uninstall order (the configs first: every object they owned goes, nothing
-//! hangs) and its recovery of a config whose operator is gone. The Helm install and `helm test` are run on the real
+//! docs/install-eks.md: it shows exactly the commands the tests run (or that need AWS), and here run its uninstall
+//! order (the configs first: every object they owned goes, nothing hangs) and its recovery of a config whose
+//! operator is gone (its upgrade is docs/install.md's, run by tests/helm_upgrade.rs). The Helm install and `helm test` are run on the real
 //! node (tests/real_node_install.rs), the samples and the example pod by tests/samples.rs, `helm uninstall` by
 //! tests/helm.rs.
 
@@ -15,12 +15,10 @@ use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::Api;
 use serde_json::json;
 use support::cluster::{self, TEST_LABEL, kubectl, repo};
+use support::docs;
 use support::scenario::Scenario;
-use support::{docs, tools};
 
 /// The kinds a config owns, as `kubectl get` names them, and whether they are namespaced.
 const OWNED: &[(&str, bool)] = &[
@@ -104,14 +102,6 @@ fn the_eks_guide_shows_exactly_the_commands_the_tests_run() {
     for command in known {
         assert!(shown.iter().any(|c| c == command), "docs/install-eks.md no longer shows `{command}`");
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_show_crds_upgrades_the_crd_without_a_checkouts_crds_directory() {
-    bash_ok(&docs::with_package(docs::EKS_SHOW_CRDS, &tools::packaged_chart()));
-    let client = cluster::admin().await;
-    let crd = Api::<CustomResourceDefinition>::all(client).get(neuron_dra_operator::runtime::client::CRD_NAME).await;
-    assert_eq!(neuron_dra_operator::runtime::crd::check_installed(Some(&crd.unwrap())), Ok(()));
 }
 
 /// The configs go first, while the operator runs: the delete returns (it waited for the finalizer), and nothing the

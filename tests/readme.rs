@@ -1,6 +1,11 @@
 //! The docs stay true: every NeuronDRAConfig in README.md and docs/profiles.md renders, every template they show is
-//! what `render` makes of the config above it, and every pod names a template that config makes. The README stays
+//! what `render` makes of the config above it, and every pod names a template that config makes and is launched as
+//! wide as its claim (`--nproc-per-node` = the template's NeuronCores, docs/workloads.md). The README stays
 //! short, and every relative link in the Markdown docs reaches a file and heading that exist.
+
+mod support {
+    pub mod cores;
+}
 
 use neuron_dra_operator::cli::parse_config;
 use neuron_dra_operator::logic::build::build;
@@ -79,6 +84,12 @@ fn check_blocks(path: &str) -> Checked {
                     assert!(claim_names.contains(&name), "{path}: a container uses claim {name}, which the pod lacks");
                 }
             }
+            let spec = serde_json::to_value(&value["spec"]).unwrap();
+            let devices = |name: &str| {
+                let template = desired.templates.iter().find(|t| t.metadata.name.as_deref() == Some(name))?;
+                serde_json::to_value(&template.spec.spec.devices).ok()
+            };
+            assert!(support::cores::check_pod(path, &spec, &devices) > 0, "{path}: a pod that uses no claim");
             checked.pods += 1;
         } else if let Some(name) = block.lines().next().and_then(|l| l.strip_prefix("# template ")) {
             let (desired, _) = rendered.as_ref().expect("a template block follows a config block");

@@ -160,7 +160,9 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     let install = docs::with_package(docs::EKS_HELM_INSTALL, &tools::packaged_chart())
         .replace("ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator", IMAGE_REPOSITORY);
     let mut args = docs::helm_args(&install, &release, &namespace);
-    args.extend(["--wait", "--timeout", "150s"].map(String::from));
+    // Every test shares the CRD cluster::install applied; this release leaves it alone (tests/helm_upgrade.rs has
+    // a release manage it).
+    args.extend(["--wait", "--timeout", "150s", "--set", "crds.enabled=false"].map(String::from));
     helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
     check_installation(&s, &namespace, SELECTOR, 2).await;
     // `helm test`: the chart's smoke-test pod scrapes both replicas through the Service's endpoints, under

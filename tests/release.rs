@@ -145,8 +145,8 @@ fn the_chart_package_lints_and_renders_the_released_image() {
     let images: Vec<&str> =
         rendered.lines().filter_map(|l| l.trim().strip_prefix("image: ")).map(|i| i.trim_matches('"')).collect();
     assert!(images.contains(&operator_image().as_str()), "{images:?}");
-    let crds = run(&helm, &["show", "crds", package], &repo("."), &[]).ok("helm show crds");
-    assert!(crds.contains("name: neurondraconfigs.neurondra.io"), "the package carries the CRD");
+    // The CRD is a template (upgraded by `helm upgrade`, docs/install.md), so the package renders it.
+    assert!(rendered.contains("name: neurondraconfigs.neurondra.io"), "the package carries the CRD");
 }
 
 #[test]

@@ -70,6 +70,7 @@ impl Own<'_> {
                 self.pod_spec(&mut template["leaderTemplate"]["spec"]);
                 self.pod_spec(&mut template["workerTemplate"]["spec"]);
             }
+            "Service" => {}
             other => panic!("no example of kind {other}"),
         }
         object
@@ -162,8 +163,13 @@ async fn the_samples_work_together_and_every_example_is_scheduled_in_its_pool() 
     let claims = kubectl(&["get", "resourceclaims", "-n", &training]);
     assert!(claims.lines().any(|l| l.starts_with("finetune-neurons-") && l.contains("allocated")), "{claims}");
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(s.client.clone(), &training);
-    for job in example("training-job.yaml") {
-        apply(&jobs, &own.workload(job)).await;
+    // The Job's headless Service first: its pods' subdomain (their rendezvous names, docs/workloads.md).
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(s.client.clone(), &training);
+    for object in example("training-job.yaml") {
+        match object["kind"].as_str().unwrap() {
+            "Service" => drop(apply(&services, &own.workload(object)).await),
+            _ => drop(apply(&jobs, &own.workload(object)).await),
+        }
     }
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), &training);
     let job_pods = eventually(support::scenario::TIMEOUT, "the Job's two pods", || async {
@@ -178,6 +184,15 @@ async fn the_samples_work_together_and_every_example_is_scheduled_in_its_pool() 
         job_nodes.insert(node);
     }
     assert_eq!(job_nodes.len(), 2, "one whole node per pod: {job_nodes:?}");
+    // The rendezvous names: the Service's endpoints carry each pod as <job>-<index>, so pretrain-0.pretrain resolves.
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> = Api::namespaced(s.client.clone(), &training);
+    eventually(support::scenario::TIMEOUT, "the Job's pods behind its headless Service", || async {
+        let list = slices.list(&ListParams::default().labels("kubernetes.io/service-name=pretrain")).await.ok()?;
+        let hostnames: BTreeSet<String> =
+            list.items.iter().flat_map(|s| s.endpoints.iter().filter_map(|e| e.hostname.clone())).collect();
+        (hostnames == BTreeSet::from(["pretrain-0".to_string(), "pretrain-1".to_string()])).then_some(())
+    })
+    .await;
 
     // The disaggregated pair on the serving node.
     let serving = format!("{}-ml-serving", s.id);

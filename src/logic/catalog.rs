@@ -49,7 +49,23 @@ pub fn lookup(name: &str) -> Option<&'static InstanceType> {
     TRAINIUM_TYPES.iter().find(|t| t.name == name)
 }
 
+/// The Logical NeuronCore size the runtime uses on Trainium2 and later when a claim sets none (AWS: "On Trn2, each
+/// Trainium accelerator has 8 NeuronCores (default 4 Logical NeuronCores)"; Trn3 *inferred* alike).
+pub const DEFAULT_LNC: u32 = 2;
+
 impl InstanceType {
+    /// Physical NeuronCores per device: 2 NeuronCore-v2 on Trainium1, 8 NeuronCore-v3 on Trainium2 and 8
+    /// NeuronCore-v4 on Trainium3 (AWS's architecture pages, docs/workloads.md).
+    pub fn physical_cores(&self) -> u32 {
+        if self.name.starts_with("trn1") { 2 } else { 8 }
+    }
+
+    /// The NeuronCores the runtime shows per device (what `--nproc-per-node` counts): the physical cores on
+    /// Trainium1, which has no LNC; on later types the physical cores grouped by `lnc` (default 2).
+    pub fn cores_per_device(&self, lnc: Option<u32>) -> u32 {
+        if self.lnc { self.physical_cores() / lnc.unwrap_or(DEFAULT_LNC) } else { self.physical_cores() }
+    }
+
     /// EFA interfaces that pair with `devices` Neuron devices (trn1.32xlarge shares one EFA between two devices).
     pub fn efa_for(&self, devices: u32) -> u32 {
         match self.devices {
@@ -74,6 +90,17 @@ mod tests {
     #[test]
     fn trn2_pairs_one_efa_per_device() {
         assert_eq!(lookup("trn2.48xlarge").unwrap().efa_for(8), 8);
+    }
+
+    #[test]
+    fn neuron_cores_per_device_follow_the_generation_and_lnc() {
+        let cores = |name: &str, lnc| lookup(name).unwrap().cores_per_device(lnc);
+        assert_eq!((cores("trn1.32xlarge", None), cores("trn1n.32xlarge", None)), (2, 2));
+        assert_eq!(
+            (cores("trn2.48xlarge", None), cores("trn2.48xlarge", Some(2)), cores("trn2.48xlarge", Some(1))),
+            (4, 4, 8)
+        );
+        assert_eq!((cores("trn2u.48xlarge", Some(1)), cores("trn3.48xlarge", None)), (8, 4));
     }
 
     #[test]

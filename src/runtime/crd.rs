@@ -18,6 +18,7 @@ pub const ANNOTATION_SCHEMA_HASH: &str = "neurondra.io/schema-hash";
 /// The CRD, annotated with the operator version and a hash of its spec.
 pub fn crd() -> CustomResourceDefinition {
     let mut crd = NeuronDRAConfig::crd();
+    default_status(&mut crd);
     crd.metadata.annotations = Some(BTreeMap::from([
         (ANNOTATION_VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
         (ANNOTATION_SCHEMA_HASH.to_string(), short_hash(&crd.spec)),
@@ -25,19 +26,36 @@ pub fn crd() -> CustomResourceDefinition {
     crd
 }
 
+/// A config's status until the operator first writes one: `observedGeneration: 0`, which no generation equals, so
+/// kstatus and the Argo CD check (docs/gitops.md) read a config the operator has not seen yet as in progress. Without
+/// it kstatus reads an object with no status as Current, and a GitOps gate would open before anything happened.
+/// The API server fills the default in whenever it returns an object without a status.
+fn default_status(crd: &mut CustomResourceDefinition) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
+    for version in &mut crd.spec.versions {
+        let schema = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut());
+        if let Some(status) = schema.and_then(|s| s.properties.as_mut()).and_then(|p| p.get_mut("status")) {
+            status.default = Some(JSON(serde_json::json!({"observedGeneration": 0})));
+        }
+    }
+}
+
 pub fn crd_yaml() -> String {
     serde_yaml::to_string(&crd()).expect("the CRD serializes")
 }
+
+/// The one upgrade procedure (docs/install.md), which the refusal below names instead of commands of its own.
+pub const UPGRADE_DOC: &str = "https://github.com/neurondra/neuron-dra-operator/blob/main/docs/install.md#upgrading";
 
 /// Why the installed CRD cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CrdMismatch {
     #[error(
-        "the NeuronDRAConfig CRD is not installed; install it with `kubectl apply -f {CRD_FILE}` (or `kubectl apply -k config/default`)"
+        "the NeuronDRAConfig CRD is not installed; install it with the operator (docs/install.md), or on its own with `kubectl apply -f {CRD_FILE}`"
     )]
     Missing,
     #[error(
-        "the installed NeuronDRAConfig CRD (operator version {installed}) is older than this operator ({ours}) and would silently drop fields; upgrade it first with `kubectl apply --server-side -f {CRD_FILE}` (or `kubectl apply -k config/crd`), then restart the operator"
+        "the installed NeuronDRAConfig CRD (operator version {installed}) is older than this operator ({ours}) and would silently drop fields; upgrade it as {UPGRADE_DOC} says (with Helm, `helm upgrade` to this chart version does it), then restart the operator"
     )]
     Older { installed: String, ours: String },
 }
@@ -87,7 +105,7 @@ mod tests {
             (ANNOTATION_SCHEMA_HASH.to_string(), "0000".to_string()),
         ]));
         let error = check_installed(Some(&older)).unwrap_err();
-        assert!(error.to_string().contains("kubectl apply --server-side -f crds/neurondra.io_neurondraconfigs.yaml"));
+        assert!(error.to_string().contains("docs/install.md#upgrading"), "{error}");
         let mut bare = crd();
         bare.metadata.annotations = None;
         assert!(matches!(check_installed(Some(&bare)), Err(CrdMismatch::Older { .. })));

@@ -9,6 +9,11 @@ pub const HELM_MONITORING: &str = "helm upgrade neuron-dra-operator charts/neuro
 pub const HELM_UPGRADE: &str =
     "helm upgrade neuron-dra-operator charts/neuron-dra-operator -n neuron-dra-operator-system --reuse-values";
 pub const HELM_UNINSTALL: &str = "helm uninstall neuron-dra-operator -n neuron-dra-operator-system";
+/// docs/install.md's "Upgrading" with Helm, from the new release's chart package (`with_package` swaps in a chart the
+/// test made); the first upgrade from a release that did not own the CRD (installed by kustomize, or by an earlier
+/// chart's crds/) takes it over. tests/helm_upgrade.rs runs both; the EKS guide links to them.
+pub const HELM_UPGRADE_RELEASE: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-0.1.0.tgz -n neuron-dra-operator-system --reset-then-reuse-values";
+pub const HELM_UPGRADE_TAKE_OWNERSHIP: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-0.1.0.tgz -n neuron-dra-operator-system --reset-then-reuse-values --take-ownership";
 /// Run on the real node (tests/real_node_install.rs): the smoke-test pod needs a kubelet.
 pub const HELM_TEST: &str = "helm test neuron-dra-operator -n neuron-dra-operator-system";
 pub const APPLY_PROMETHEUS: &str = "kubectl apply -k config/prometheus";
@@ -20,6 +25,8 @@ pub const COMMANDS: &[&str] = &[
     HELM_INSTALL,
     HELM_MONITORING,
     HELM_UPGRADE,
+    HELM_UPGRADE_RELEASE,
+    HELM_UPGRADE_TAKE_OWNERSHIP,
     HELM_UNINSTALL,
     HELM_TEST,
     APPLY_PROMETHEUS,
@@ -59,10 +66,6 @@ pub const EKS_GET: &str = "kubectl get ndc";
 pub const EKS_APPLY_POD: &str = "kubectl apply -f examples/pod.yaml";
 pub const EKS_GET_POD: &str = "kubectl get pod finetune -n ml-training -o wide";
 pub const EKS_GET_CLAIMS: &str = "kubectl get resourceclaims -n ml-training";
-pub const EKS_SHOW_CRDS: &str =
-    "helm show crds dist/neuron-dra-operator-0.1.0.tgz | kubectl apply --server-side --force-conflicts -f -";
-pub const EKS_HELM_UPGRADE: &str =
-    "helm upgrade neuron-dra-operator dist/neuron-dra-operator-0.1.0.tgz -n neuron-dra-operator-system --reuse-values";
 pub const EKS_DELETE_CONFIGS: &str = "kubectl delete ndc --all --wait=true --timeout=5m";
 pub const EKS_DELETE_CRD: &str = "kubectl delete crd neurondraconfigs.neurondra.io";
 pub const EKS_RECOVER_FINALIZER: &str =
@@ -92,8 +95,6 @@ pub const EKS_SUBSTITUTED: &[&str] = &[
     EKS_APPLY_POD,
     EKS_GET_POD,
     EKS_GET_CLAIMS,
-    EKS_SHOW_CRDS,
-    EKS_HELM_UPGRADE,
     EKS_DELETE_CONFIGS,
     HELM_UNINSTALL,
     EKS_RECOVER_FINALIZER,

@@ -28,6 +28,11 @@ The prefix of every object's name: the release name when it already contains the
 {{/* Labels of every object: the kustomize ones plus Helm's. */}}
 {{- define "neuron-dra-operator.labels" -}}
 app.kubernetes.io/name: {{ include "neuron-dra-operator.name" . }}
+{{ include "neuron-dra-operator.helmLabels" . }}
+{{- end }}
+
+{{/* Helm's labels alone: the CRD's (kustomize's CRD has none). */}}
+{{- define "neuron-dra-operator.helmLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}

@@ -29,7 +29,7 @@ macro_rules! names {
 
 names! {
     /// The conditions of a config's status (`type`).
-    ConditionType { Ready, ConfigValid, DriverReady, TemplatesReady, DevicesHealthy }
+    ConditionType { Ready, ConfigValid, DriverReady, TemplatesReady, DevicesHealthy, Reconciling, Stalled }
 }
 
 names! {
@@ -40,5 +40,6 @@ names! {
         Applied, Missing, DeviceClassMissing,
         AllHealthy, Unhealthy,
         Ready, NotReady,
+        Paused,
     }
 }

@@ -6,9 +6,11 @@ use k8s_openapi::jiff::Timestamp;
 
 mod conditions;
 mod driver;
+mod progress;
 
 pub use conditions::{ConditionType, Reason};
 pub use driver::driver_condition;
+pub use progress::Progress;
 
 use crate::api::{
     DeviceSummary, DriverStatus, NeuronDRAConfigStatus, NodeIssue, Phase, ProfileStatus, RemediationStatus,
@@ -115,9 +117,9 @@ pub fn compute(
     observed: &Observation,
     now: Timestamp,
 ) -> NeuronDRAConfigStatus {
-    let mut conditions = Vec::new();
+    let mut conditions: Vec<Condition> = Vec::new();
     let generation = observed.generation;
-    let mut set = |type_: ConditionType, ok: bool, reason: Reason, message: String| {
+    let set = |conditions: &mut Vec<Condition>, type_: ConditionType, ok: bool, reason: Reason, message: String| {
         let status = if ok { "True" } else { "False" };
         let previous = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_.as_str()));
         let last_transition_time = match previous {
@@ -148,7 +150,7 @@ pub fn compute(
         (true, foreign) => (Reason::ForeignObject, foreign),
         (false, foreign) => (observed.validity.reason(), format!("{message}; {foreign}")),
     };
-    set(ConditionType::ConfigValid, valid && observed.foreign.is_empty(), reason, message);
+    set(&mut conditions, ConditionType::ConfigValid, valid && observed.foreign.is_empty(), reason, message);
 
     let (driver_ok, driver_reason, driver_message, driver) = match &observed.rollout {
         // Nothing applied this time (an invalid or conflicting spec, the namespace going): the rollout's record is
@@ -170,7 +172,7 @@ pub fn compute(
             (ok, reason, message, Some(status.clone()))
         }
     };
-    set(ConditionType::DriverReady, driver_ok, driver_reason, driver_message);
+    set(&mut conditions, ConditionType::DriverReady, driver_ok, driver_reason, driver_message);
 
     let all_present = spec_ok && observed.templates_present == observed.templates_wanted;
     let templates_ok = all_present && observed.classes_missing.is_empty();
@@ -201,7 +203,7 @@ pub fn compute(
         () if all_present => Reason::DeviceClassMissing,
         () => Reason::Missing,
     };
-    set(ConditionType::TemplatesReady, templates_ok, templates_reason, templates_message);
+    set(&mut conditions, ConditionType::TemplatesReady, templates_ok, templates_reason, templates_message);
 
     if let Some(health) = &observed.health {
         let healthy = health.summary.unhealthy == 0 && health.node_issues.is_empty();
@@ -214,13 +216,25 @@ pub fn compute(
             health.affected_claims
         );
         let reason = if healthy { Reason::AllHealthy } else { Reason::Unhealthy };
-        set(ConditionType::DevicesHealthy, healthy, reason, message);
+        set(&mut conditions, ConditionType::DevicesHealthy, healthy, reason, message);
     }
 
     let ready = valid && driver_ok && templates_ok;
     let ready_message =
         if ready { "the driver is rolled out and every template is in place" } else { "see the other conditions" };
-    set(ConditionType::Ready, ready, if ready { Reason::Ready } else { Reason::NotReady }, ready_message.into());
+    set(
+        &mut conditions,
+        ConditionType::Ready,
+        ready,
+        if ready { Reason::Ready } else { Reason::NotReady },
+        ready_message.into(),
+    );
+    let [reconciling, stalled] = Progress::of(&conditions, observed.paused).conditions();
+    for (type_, (status, reason, message)) in
+        [(ConditionType::Reconciling, reconciling), (ConditionType::Stalled, stalled)]
+    {
+        set(&mut conditions, type_, status, reason, message);
+    }
 
     let phase = if observed.paused {
         Phase::Paused

@@ -124,7 +124,8 @@ fn names_are_the_api_strings_and_the_troubleshooting_doc_explains_each() {
             "AllHealthy",
             "Unhealthy",
             "Ready",
-            "NotReady"
+            "NotReady",
+            "Paused"
         ]
     );
     assert_eq!(Reason::parse("RollingOut"), Some(Reason::RollingOut));
@@ -160,4 +161,90 @@ fn a_spec_that_is_not_applied_keeps_the_rollout_as_stored() {
     let status = compute(Some(&stored), &invalid, now());
     assert_eq!(status.driver.and_then(|d| d.rollout), Some(halted), "the halt outlives the invalid spec");
     assert_eq!(compute(None, &invalid, now()).driver, None, "and nothing is made up without one");
+}
+
+/// `(Reconciling, Stalled)` as `(status, reason)`.
+fn progress(status: &NeuronDRAConfigStatus) -> [(String, String); 2] {
+    [ConditionType::Reconciling, ConditionType::Stalled].map(|t| {
+        let c = condition(status, t);
+        (c.status.clone(), c.reason.clone())
+    })
+}
+
+fn pair(reconciling: &str, stalled: &str, reason: &str) -> [(String, String); 2] {
+    [(reconciling.into(), reason.into()), (stalled.into(), reason.into())]
+}
+
+#[test]
+fn reconciling_and_stalled_follow_ready_as_kstatus_reads_them() {
+    assert_eq!(progress(&compute(None, &observation(), now())), pair("False", "False", "Ready"));
+
+    let mut rolling = observation();
+    rolling.rollout = Rollout::Applied {
+        status: DriverStatus { desired_nodes: 2, ready_nodes: 1, updated_nodes: 2, ..DriverStatus::default() },
+        observed: true,
+    };
+    let status = compute(None, &rolling, now());
+    assert_eq!(progress(&status), [("True".into(), "RollingOut".into()), ("False".into(), "RollingOut".into())]);
+    assert_eq!(condition(&status, ConditionType::Reconciling).message, "2/2 nodes on , 1 ready");
+
+    let mut missing = observation();
+    missing.templates_present = 3;
+    missing.templates_missing = vec!["team-a/pretrain".into()];
+    assert_eq!(progress(&compute(None, &missing, now()))[0], ("True".into(), "Missing".into()));
+
+    let mut paused = observation();
+    paused.paused = true;
+    paused.validity = Validity::InvalidSpec("spec.x: bad".into());
+    assert_eq!(progress(&compute(None, &paused, now())), pair("False", "False", "Paused"));
+}
+
+#[test]
+fn what_needs_a_change_to_go_on_is_stalled() {
+    let stalled = |observed: &Observation| {
+        let status = compute(None, observed, now());
+        assert_eq!(condition(&status, ConditionType::Ready).status, "False");
+        let [reconciling, stalled] = progress(&status);
+        assert_eq!(reconciling.0, "False");
+        assert_eq!(stalled.0, "True");
+        (stalled.1, condition(&status, ConditionType::Stalled).message.clone())
+    };
+    let mut invalid = observation();
+    invalid.validity = Validity::InvalidSpec("spec.profiles[0].training.devices: 32 > 16".into());
+    invalid.rollout = Rollout::NotApplied("the spec is invalid".into());
+    assert_eq!(stalled(&invalid), ("InvalidSpec".into(), "spec.profiles[0].training.devices: 32 > 16".into()));
+    let mut conflict = observation();
+    conflict.validity = Validity::Conflict("nodes n1 are selected by older config a".into());
+    assert_eq!(stalled(&conflict).0, "Conflict");
+    let mut unsupported = observation();
+    unsupported.validity = Validity::Unsupported("spec.extendedResourceName needs 1.36".into());
+    assert_eq!(stalled(&unsupported).0, "Unsupported");
+
+    let mut halted = observation();
+    let rollout = crate::api::RolloutStatus { state: crate::api::RolloutState::Halted, ..Default::default() };
+    halted.rollout = Rollout::Applied {
+        status: DriverStatus { desired_nodes: 2, ready_nodes: 1, rollout: Some(rollout), ..DriverStatus::default() },
+        observed: true,
+    };
+    assert_eq!(stalled(&halted).0, "RolloutHalted");
+    let mut no_class = observation();
+    no_class.classes_missing = vec!["team-a/pretrain claims from efa.networking.k8s.aws, which does not exist".into()];
+    assert_eq!(stalled(&no_class).0, "DeviceClassMissing");
+    let mut foreign = observation();
+    foreign.templates_present = 3;
+    foreign.templates_foreign = vec!["team-a/pretrain was made by helm".into()];
+    assert_eq!(stalled(&foreign).0, "ForeignObject");
+}
+
+/// Sick devices make the phase Degraded and `DevicesHealthy` False, but a config that did everything it was asked
+/// is Current to GitOps tools: a fleet always has some sick device, and a gate on it would never open.
+#[test]
+fn unhealthy_devices_do_not_stall_a_ready_config() {
+    let mut sick = observation();
+    sick.health =
+        Some(Health { summary: DeviceSummary { nodes: 2, total: 32, healthy: 31, unhealthy: 1 }, ..Health::default() });
+    let status = compute(None, &sick, now());
+    assert_eq!(status.phase, Some(Phase::Degraded));
+    assert_eq!(condition(&status, ConditionType::DevicesHealthy).status, "False");
+    assert_eq!(progress(&status), pair("False", "False", "Ready"));
 }

@@ -1,0 +1,206 @@
+//! What GitOps tools make of a config's status (docs/gitops.md), with their own code: kstatus itself
+//! (sigs.k8s.io/cli-utils' `status.Compute`, built from its Go module by hack/tools.sh) and the Argo CD health
+//! check `config/argocd/health.lua` run by Debian's Lua interpreter, over statuses the operator's own status code
+//! (`logic::status::compute`) made for a config that is Ready, rolling out, invalid, halted, paused, sick but done,
+//! changed and not yet observed, and new (the CRD's default status). No cluster needed.
+
+mod support {
+    pub mod cluster;
+    pub mod tools;
+}
+
+use std::process::{Command, Stdio};
+
+use neuron_dra_operator::api::{DeviceSummary, DriverStatus, RolloutState, RolloutStatus};
+use neuron_dra_operator::logic::status::{self, Health, Observation, Rollout, Validity};
+use serde_json::{Value, json};
+use support::cluster::repo;
+
+/// A config that did everything: the plugin on 2 nodes, 4 templates in 2 namespaces.
+fn done() -> Observation {
+    Observation {
+        generation: Some(3),
+        paused: false,
+        validity: Validity::Valid,
+        rollout: rollout(2, 2, None),
+        templates_present: 4,
+        templates_wanted: 4,
+        template_namespaces: 2,
+        profiles: Vec::new(),
+        templates_missing: Vec::new(),
+        templates_foreign: Vec::new(),
+        classes_missing: Vec::new(),
+        foreign: Vec::new(),
+        health: None,
+        capacity: Vec::new(),
+        remediation: None,
+        teams: Vec::new(),
+        team_summary: None,
+    }
+}
+
+fn rollout(desired: i32, ready: i32, state: Option<RolloutState>) -> Rollout {
+    let rollout = state.map(|state| RolloutStatus { state, ..RolloutStatus::default() });
+    let status = DriverStatus {
+        image: Some("public.ecr.aws/neuron/neuron-dra-driver:1.1.0".into()),
+        desired_nodes: desired,
+        ready_nodes: ready,
+        updated_nodes: desired,
+        rollout,
+        ..DriverStatus::default()
+    };
+    Rollout::Applied { status, observed: true }
+}
+
+/// One case: a name, the config's `metadata.generation`, and its status (None: the operator has written none).
+struct Case {
+    name: &'static str,
+    generation: i64,
+    observation: Option<Observation>,
+    kstatus: &'static str,
+    argo: &'static str,
+}
+
+fn cases() -> Vec<Case> {
+    let case = |name, observation: Observation, kstatus, argo| Case {
+        name,
+        generation: observation.generation.unwrap(),
+        observation: Some(observation),
+        kstatus,
+        argo,
+    };
+    let mut rolling = done();
+    rolling.rollout = rollout(2, 1, Some(RolloutState::Progressing));
+    let mut invalid = done();
+    invalid.validity =
+        Validity::InvalidSpec("spec.profiles[0].training.devices: 32 is more than trn2.48xlarge has (16)".into());
+    invalid.rollout = Rollout::NotApplied("the spec is invalid".into());
+    let mut halted = done();
+    halted.rollout = rollout(2, 1, Some(RolloutState::Halted));
+    let mut paused = done();
+    paused.paused = true;
+    let mut sick = done();
+    sick.health =
+        Some(Health { summary: DeviceSummary { nodes: 2, total: 32, healthy: 31, unhealthy: 1 }, ..Health::default() });
+    // The user changed the spec; the operator has not looked at it yet.
+    let mut stale = case("stale", done(), "InProgress", "Progressing");
+    stale.generation = 4;
+    vec![
+        case("ready", done(), "Current", "Healthy"),
+        case("rolling", rolling, "InProgress", "Progressing"),
+        case("invalid", invalid, "Failed", "Degraded"),
+        case("halted", halted, "Failed", "Degraded"),
+        case("paused", paused, "Current", "Suspended"),
+        case("sick", sick, "Current", "Healthy"),
+        stale,
+        // Created, not yet seen by the operator: the API server returns the CRD's default status (see `object`).
+        Case { name: "new", generation: 1, observation: None, kstatus: "InProgress", argo: "Progressing" },
+    ]
+}
+
+/// The config as the API server would return it, with the status the operator's code computed.
+fn object(case: &Case) -> Value {
+    let mut object = json!({
+        "apiVersion": "neurondra.io/v1alpha1",
+        "kind": "NeuronDRAConfig",
+        "metadata": {"name": case.name, "generation": case.generation},
+        "spec": {"profiles": []},
+    });
+    object["status"] = match &case.observation {
+        Some(observation) => serde_json::to_value(status::compute(None, observation, status::now())).unwrap(),
+        None => crd_default_status(),
+    };
+    object
+}
+
+/// The status the CRD gives a config the operator has not written to (its schema's default): without it kstatus
+/// would read a new config as Current, before anything happened.
+fn crd_default_status() -> Value {
+    let crd = serde_json::to_value(neuron_dra_operator::runtime::crd::crd()).unwrap();
+    let status = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["default"];
+    assert_eq!(*status, json!({"observedGeneration": 0}));
+    status.clone()
+}
+
+#[test]
+fn kstatus_reads_ready_as_current_work_as_in_progress_and_a_stall_as_failed() {
+    let input: String = cases().iter().map(|c| format!("{}\n", object(c))).collect();
+    let out = run(&support::tools::tool("kstatus"), &[], &input);
+    let verdicts: Vec<(&str, &str)> =
+        out.lines().map(|l| l.split_once(' ').unwrap()).map(|(o, rest)| (o, rest.split(' ').next().unwrap())).collect();
+    let expected: Vec<(String, &str)> =
+        cases().iter().map(|c| (format!("NeuronDRAConfig/{}", c.name), c.kstatus)).collect();
+    let expected: Vec<(&str, &str)> = expected.iter().map(|(o, s)| (o.as_str(), *s)).collect();
+    assert_eq!(verdicts, expected, "{out}");
+    // The messages are the conditions' own.
+    let line =
+        |name: &str| out.lines().find(|l| l.starts_with(&format!("NeuronDRAConfig/{name} "))).unwrap().to_string();
+    assert!(line("invalid").ends_with("32 is more than trn2.48xlarge has (16)"), "{out}");
+    assert!(line("rolling").contains("2/2 nodes on 1.1.0, 1 ready"), "{out}");
+    assert!(line("stale").contains("generation is 4, but latest observed generation is 3"), "{out}");
+}
+
+#[test]
+fn the_argo_cd_health_check_reads_the_same_conditions() {
+    for case in cases() {
+        let (health, message) = argo_health(&object(&case));
+        assert_eq!(health, case.argo, "{}: {message}", case.name);
+        let expected = match case.name {
+            "invalid" => "InvalidSpec: spec.profiles[0].training.devices: 32 is more than trn2.48xlarge has (16)",
+            "halted" => "RolloutHalted: ",
+            "rolling" => "RollingOut: 2/2 nodes on 1.1.0, 1 ready",
+            "sick" => "every template is in place; 31 of 32 devices healthy on 2 nodes",
+            "stale" => "waiting for the operator to observe generation 4",
+            "new" => "waiting for the operator to observe generation 1",
+            "paused" => "spec.paused",
+            _ => "the driver is rolled out and every template is in place",
+        };
+        assert!(message.contains(expected), "{}: {message}", case.name);
+    }
+}
+
+/// `(hs.status, hs.message)` of config/argocd/health.lua with `obj` bound to `object`, as Argo CD runs it.
+fn argo_health(object: &Value) -> (String, String) {
+    let script = repo("config/argocd/health.lua");
+    let driver = format!(
+        "obj = {}\nlocal hs = dofile({})\nio.write(hs.status, '\\n', hs.message)",
+        lua(object),
+        lua(&json!(script.to_str().unwrap()))
+    );
+    let out = run(std::path::Path::new("lua5.4"), &["-"], &driver);
+    let (status, message) = out.split_once('\n').unwrap_or((&out, ""));
+    (status.to_string(), message.to_string())
+}
+
+/// A JSON value as a Lua table constructor (what Argo CD hands the script as `obj`).
+fn lua(value: &Value) -> String {
+    match value {
+        Value::Null => "nil".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("\"{}\"", s.escape_default()),
+        Value::Array(items) => format!("{{{}}}", items.iter().map(lua).collect::<Vec<_>>().join(", ")),
+        Value::Object(map) => {
+            let fields: Vec<String> = map.iter().map(|(k, v)| format!("[{}] = {}", lua(&json!(k)), lua(v))).collect();
+            format!("{{{}}}", fields.join(", "))
+        }
+    }
+}
+
+fn run(program: &std::path::Path, args: &[&str], stdin: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("{}: {e} (lua5.4 is Debian's package of that name; .ci/run installs it)", program.display())
+        });
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}: {stdout}{}", program.display(), String::from_utf8_lossy(&out.stderr));
+    stdout
+}

@@ -1,0 +1,126 @@
+//! The NeuronCores a claim gives, computed from the ResourceClaimTemplate the operator's own compiler made (count or
+//! `All`, `neuron_node` entries as the whole node, the instance type's cores per device at the template's LNC), and
+//! the width a workload's container is launched with (`--nproc-per-node`, `--tensor-parallel-size`). Used by
+//! tests/workloads.rs (examples/) and tests/readme.rs (the pods in README.md and docs/workloads.md).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+
+use neuron_dra_operator::logic::catalog;
+use serde_json::Value;
+
+/// The flags that state how many NeuronCores a container's processes use.
+pub const WIDTH_FLAGS: &[&str] = &["--nproc-per-node", "--tensor-parallel-size"];
+
+/// The NeuronCores a claim from `template` (`spec.spec` of a ResourceClaimTemplate, as JSON) gives: one number per
+/// alternative the scheduler may choose (one without `firstAvailable`).
+pub fn template_cores(devices: &Value) -> BTreeSet<u32> {
+    let neuron = devices["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            let subrequests = r["firstAvailable"].as_array().into_iter().flatten();
+            std::iter::once(*r).chain(subrequests).any(|r| selectors(r).iter().any(|s| s.contains("resourceType")))
+        })
+        .expect("a Neuron request");
+    let name = neuron["name"].as_str().unwrap();
+    let alternatives: Vec<(String, &Value)> = match neuron["firstAvailable"].as_array() {
+        Some(subrequests) => {
+            subrequests.iter().map(|s| (format!("{name}/{}", s["name"].as_str().unwrap()), s)).collect()
+        }
+        None => vec![(name.to_string(), &neuron["exactly"])],
+    };
+    alternatives.iter().map(|(request, alternative)| alternative_cores(devices, request, alternative)).collect()
+}
+
+/// The selectors' CEL expressions of a request (or of a subrequest).
+fn selectors(request: &Value) -> Vec<String> {
+    let request = if request["exactly"].is_object() { &request["exactly"] } else { request };
+    let expressions = request["selectors"].as_array().into_iter().flatten();
+    expressions.filter_map(|s| s["cel"]["expression"].as_str().map(str::to_string)).collect()
+}
+
+/// `device.attributes['neuron.aws.com'].KEY == 'VALUE'` in a request's selectors.
+fn pinned(request: &Value, key: &str) -> Option<String> {
+    let prefix = format!(".{key} == '");
+    selectors(request).iter().find_map(|s| Some(s.split_once(&prefix)?.1.trim_end_matches('\'').to_string()))
+}
+
+fn alternative_cores(devices: &Value, request: &str, alternative: &Value) -> u32 {
+    let instance_type = pinned(alternative, "instanceType").expect("every Neuron request pins its instance type");
+    let row = catalog::lookup(&instance_type).unwrap_or_else(|| panic!("{instance_type} is not in the catalog"));
+    let whole_node = row.devices.expect("a type with a known device count");
+    let count = match (pinned(alternative, "resourceType").as_deref(), alternative["allocationMode"].as_str()) {
+        // An UltraServer node entry stands for every device of its node.
+        (Some("neuron_node"), _) => whole_node * alternative["count"].as_u64().unwrap_or(1) as u32,
+        (_, Some("All")) => whole_node,
+        _ => alternative["count"].as_u64().expect("an ExactCount request") as u32,
+    };
+    let configs = devices["config"].as_array().into_iter().flatten();
+    let lnc = configs
+        .filter(|c| c["requests"].as_array().is_some_and(|r| r.iter().any(|r| r == request)))
+        .find_map(|c| c["opaque"]["parameters"]["logicalNeuronCore"].as_u64())
+        .map(|l| l as u32);
+    count * row.cores_per_device(lnc)
+}
+
+/// The width flags a container states, with their values (`--flag=N` or `--flag N`, in `command` and `args`).
+pub fn launch_width(container: &Value) -> Vec<(String, u32)> {
+    let words: Vec<&str> = ["command", "args"]
+        .iter()
+        .flat_map(|field| container[field].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .flat_map(str::split_whitespace)
+        .collect();
+    let mut widths = Vec::new();
+    for (i, word) in words.iter().enumerate() {
+        for flag in WIDTH_FLAGS {
+            let value = match word.strip_prefix(flag) {
+                Some(rest) if rest.starts_with('=') => Some(&rest[1..]),
+                Some("") => words.get(i + 1).copied(),
+                _ => None,
+            };
+            if let Some(value) = value {
+                let n = value.parse().unwrap_or_else(|_| panic!("{flag} {value}: not a number"));
+                widths.push((flag.to_string(), n));
+            }
+        }
+    }
+    widths
+}
+
+/// Checks every container of a pod spec that uses a claim from a template: it states one width, and that width is
+/// the claim's NeuronCores. `template_devices` finds a template's `spec.spec.devices` by name. Returns how many
+/// containers were checked.
+pub fn check_pod(what: &str, spec: &Value, template_devices: &dyn Fn(&str) -> Option<Value>) -> usize {
+    let mut checked = 0;
+    for claim in spec["resourceClaims"].as_array().into_iter().flatten() {
+        let Some(template) = claim["resourceClaimTemplateName"].as_str() else { continue };
+        let devices = template_devices(template).unwrap_or_else(|| panic!("{what}: no template {template}"));
+        let cores = template_cores(&devices);
+        assert_eq!(
+            cores.len(),
+            1,
+            "{what}: template {template}'s alternatives give {cores:?} NeuronCores; no one launch width fits them all"
+        );
+        let cores = *cores.first().unwrap();
+        for container in spec["containers"].as_array().unwrap() {
+            let uses = container["resources"]["claims"].as_array().into_iter().flatten();
+            if !uses.clone().any(|u| u["name"] == claim["name"]) {
+                continue;
+            }
+            let widths = launch_width(container);
+            let name = &container["name"];
+            assert_eq!(widths.len(), 1, "{what}: container {name} states {widths:?}, not one of {WIDTH_FLAGS:?}");
+            assert_eq!(
+                widths[0].1, cores,
+                "{what}: container {name}: {} but {template} gives {cores} NeuronCores",
+                widths[0].0
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
