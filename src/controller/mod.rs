@@ -18,14 +18,13 @@ mod watch;
 
 use watch::reads::{forget_versions, per_kind as reads, taint_rules_cache};
 use watch::sampling::sampled;
-use watch::{cached, cached_read, cached_read_only, watch, without_errors};
+use watch::{cached, cached_read, watch, without_errors};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
@@ -39,8 +38,6 @@ use kube::{Client, Resource, ResourceExt};
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
-use crate::logic::fence::PLUGIN_FENCE;
-use crate::logic::validate::Install;
 use crate::runtime::telemetry::{ErrorLabels, Metrics, Readiness};
 
 pub use context::Context;
@@ -72,44 +69,10 @@ pub struct Options {
     /// Only manage configs with these labels (for example `shard=a`); default: every config.
     #[arg(long)]
     pub config_selector: Option<String>,
-    /// The namespaces the kubelet plugin may run in: the install's `driverNamespaces` (its fence parameters, which
-    /// the Deployment passes as this variable). An entry ending in `*` matches every name it starts.
-    #[arg(long, env = "DRIVER_NAMESPACES", value_delimiter = ',', default_value = crate::api::DEFAULT_DRIVER_NAMESPACE)]
-    pub driver_namespaces: Vec<String>,
-    /// The repositories the kubelet plugin's image may come from: the install's `imageRepositories`.
-    #[arg(long, env = "DRIVER_IMAGE_REPOSITORIES", value_delimiter = ',', default_value = DEFAULT_IMAGE_REPOSITORY)]
-    pub driver_image_repositories: Vec<String>,
     /// Reconcile on every watch event of nodes, slices, claims, plugin pods and namespaces, even those that change
     /// nothing the operator reads (the benchmark's "before" figure; never needed in production).
     #[arg(long, hide = true)]
     pub trigger_on_every_event: bool,
-}
-
-/// AWS's plugin image repository: what the shipped fence parameters allow.
-const DEFAULT_IMAGE_REPOSITORY: &str = "public.ecr.aws/neuron/neuron-dra-driver";
-
-impl Options {
-    /// The install's allow-lists as the flags give them (blank entries dropped).
-    pub fn install(&self) -> Install {
-        let list = |items: &[String]| -> Vec<String> {
-            items.iter().map(|item| item.trim().to_string()).filter(|item| !item.is_empty()).collect()
-        };
-        Install {
-            driver_namespaces: list(&self.driver_namespaces),
-            image_repositories: list(&self.driver_image_repositories),
-        }
-    }
-}
-
-/// The plugin pods' watch: only the driver namespaces the install allows. With one namespace named exactly, the
-/// server filters (a field selector); otherwise the watch is cluster-wide and every pod outside them is dropped
-/// before it reaches the cache, so a tenant's pod that copies the plugin's labels never triggers a reconcile.
-fn plugin_pods_watch(install: &Install, managed: &watcher::Config) -> watcher::Config {
-    let config = managed.clone().page_size(LIST_PAGE);
-    match install.driver_namespaces.as_slice() {
-        [only] if !only.ends_with('*') => config.fields(&format!("metadata.namespace={only}")),
-        _ => config,
-    }
 }
 
 /// What a reconcile reads of a config beyond its status: a change of anything else triggers one. Its own status write
@@ -208,25 +171,13 @@ pub async fn run_controller(
     );
     let (claims, claims_stream) =
         cached_read(Api::<ClaimView>::all(client.clone()), by_the_thousand, forget_versions, reads::claim, every);
-    let install = Arc::new(args.install());
-    let in_driver_namespace = {
-        let install = install.clone();
-        move |pod: &PodView| pod.metadata.namespace.as_deref().is_some_and(|ns| install.allows_namespace(ns))
-    };
-    let (plugin_pods, pods_stream) = cached_read_only(
+    let (plugin_pods, pods_stream) = cached_read(
         Api::<PodView>::all(client.clone()),
-        plugin_pods_watch(&install, &managed),
-        in_driver_namespace,
+        managed.clone().page_size(LIST_PAGE),
         trim_pod,
         reads::pod,
         every,
     );
-    // The plugin's fence, installed with the operator: read by name, never written.
-    let fence = watcher::Config::default().fields(&format!("metadata.name={PLUGIN_FENCE}"));
-    let (fence_policies, fence_policies_stream) =
-        cached(Api::<ValidatingAdmissionPolicy>::all(client.clone()), fence.clone());
-    let (fence_bindings, fence_bindings_stream) =
-        cached(Api::<ValidatingAdmissionPolicyBinding>::all(client.clone()), fence);
     let (taint_rules, rules_stream, taint_rule_resource) = taint_rules_cache(&client).await;
     let (namespaces, namespaces_stream) = cached_read(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
@@ -250,8 +201,6 @@ pub async fn run_controller(
         taint_rules,
         plugin_pods,
         revisions,
-        fence_policies,
-        fence_bindings,
         validations: Default::default(),
     };
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
@@ -264,7 +213,6 @@ pub async fn run_controller(
         metrics,
         capabilities: Default::default(),
         taint_rules: taint_rule_resource,
-        install,
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),
@@ -282,8 +230,6 @@ pub async fn run_controller(
         slices_stream.map(|_| ()).boxed(),
         efa_slices_stream.map(|_| ()).boxed(),
         claims_stream.map(|_| ()).boxed(),
-        fence_policies_stream.map(|_| ()).boxed(),
-        fence_bindings_stream.map(|_| ()).boxed(),
     ]);
     inputs.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
     let controller = controller

@@ -54,13 +54,6 @@ fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
                 "namespace {ns} is being deleted; the plugin is applied once it is gone"
             ));
         }
-        Driver::Unfenced => {
-            let why = plan.unfenced.as_deref().unwrap_or("the plugin's fence is not in place");
-            return Rollout::Unfenced(format!(
-                "the kubelet plugin's fence is not in place ({why}): the plugin is not started or changed; install \
-                 it with the operator (config/rbac/plugin_fence.yaml, the Helm chart)"
-            ));
-        }
         Driver::Apply => {}
     }
     let ds = &plan.desired.daemon_set;

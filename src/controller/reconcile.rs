@@ -214,7 +214,7 @@ async fn report_refused(
 }
 
 async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
-    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone(), ctx.install.clone());
+    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone());
     let plan = match Plan::new(config, &snapshot, status::now().as_second()) {
         Ok(plan) => plan,
         Err(invalid) => {

@@ -13,10 +13,9 @@ use crate::api::labels::LABEL_CONFIG;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
 use crate::logic::build::plugin_name;
-use crate::logic::fence;
 use crate::logic::health;
 use crate::logic::nodes::NodeFilter;
-use crate::logic::validate::{Install, ValidatedConfig};
+use crate::logic::validate::ValidatedConfig;
 
 /// The caches as one reconcile reads them.
 pub struct Snapshot {
@@ -24,10 +23,6 @@ pub struct Snapshot {
     pub stores: Stores,
     /// The DeviceTaintRule version the server serves (found at start); None where it serves none.
     pub taint_rule_resource: Option<ApiResource>,
-    /// What the install allows every config.
-    pub install: Arc<Install>,
-    /// The plugin's fence as installed, or why it is not in place (`logic::fence::judge`).
-    pub fence: Result<(), String>,
     nodes: Vec<Arc<NodeView>>,
     /// The Neuron driver's slices and the EFA driver's, by node name.
     slices: HashMap<String, Vec<Arc<SliceView>>>,
@@ -67,16 +62,10 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
 }
 
 impl Snapshot {
-    pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>, install: Arc<Install>) -> Self {
-        let fence = fence::judge(
-            stores.fence_policies.get(&ObjectRef::new(fence::PLUGIN_FENCE)).as_deref(),
-            stores.fence_bindings.get(&ObjectRef::new(fence::PLUGIN_FENCE)).as_deref(),
-        );
+    pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>) -> Self {
         Snapshot {
             stores: stores.clone(),
             taint_rule_resource,
-            install,
-            fence,
             nodes: stores.nodes.state(),
             slices: by_node(stores.slices.state()),
             efa_slices: by_node(stores.efa_slices.state()),

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::DeserializeGuard;
@@ -49,12 +48,8 @@ pub struct Stores {
     pub claims: Store<ClaimView>,
     /// In the version the server serves; empty (and ready) where it serves none.
     pub taint_rules: Store<TaintRuleView>,
-    /// The kubelet-plugin pods of every config: pods labelled as the operator's in the driver namespaces the
-    /// install allows, and no other (a tenant's pod that copies the labels never reaches the cache).
+    /// The kubelet-plugin pods of every config.
     pub plugin_pods: Store<PodView>,
-    /// The plugin's fence as installed with the operator (`logic::fence`): its policy and its binding, by name.
-    pub fence_policies: Store<ValidatingAdmissionPolicy>,
-    pub fence_bindings: Store<ValidatingAdmissionPolicyBinding>,
     /// The plugin DaemonSets' ControllerRevisions (their templates), for the rollout.
     pub revisions: Store<ControllerRevision>,
     /// Each cached config validated once per generation (for conflict checks between configs).
@@ -77,8 +72,6 @@ impl Stores {
             self.taint_rules.wait_until_ready(),
             self.plugin_pods.wait_until_ready(),
             self.revisions.wait_until_ready(),
-            self.fence_policies.wait_until_ready(),
-            self.fence_bindings.wait_until_ready(),
         );
     }
 }

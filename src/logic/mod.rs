@@ -4,7 +4,6 @@ pub mod build;
 pub mod capacity;
 pub mod catalog;
 pub mod conflict;
-pub mod fence;
 pub mod health;
 pub mod image;
 pub mod nodes;

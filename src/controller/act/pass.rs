@@ -8,7 +8,6 @@ use std::collections::BTreeSet;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -92,28 +91,6 @@ impl<'a> Pass<'a> {
             outcome => {
                 self.report.record(what, outcome);
                 true
-            }
-        }
-    }
-
-    /// A binding's roleRef cannot change: a cached binding of `desired`'s name that binds another role (the
-    /// per-config ClusterRole of the layout before the plugin's role was installed with the operator) is deleted
-    /// first. True once `desired` can be applied; false while that deletion is pending or failed.
-    pub async fn unbind_other_role(&mut self, desired: &ClusterRoleBinding) -> bool {
-        let cached = ClusterRoleBinding::cached(&self.ctx.stores, &desired.name_any(), None);
-        let Some(stale) = cached.filter(|existing| existing.role_ref != desired.role_ref) else { return true };
-        if !self.writes {
-            return false;
-        }
-        let api = Api::<ClusterRoleBinding>::all(self.ctx.client.clone());
-        match self.ctx.applier.delete(&api, stale.as_ref()).await {
-            Ok(deleted) => {
-                self.report.pending |= !deleted;
-                deleted
-            }
-            Err(error) => {
-                self.report.errors.push(error);
-                false
             }
         }
     }
@@ -212,15 +189,12 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Orphans go by owner, never by label alone: only objects whose owner reference names this config's uid (a
-    /// label anyone may copy; an object of another's with the label copied onto it is never deleted).
     async fn delete_unclaimed_of<K: Operand>(&mut self) {
-        let (Some(dt), Some(uid)) = (K::served(self.ctx), self.uid.clone()) else { return };
+        let Some(dt) = K::served(self.ctx) else { return };
         let config = self.config.as_str();
         let mut mine = K::deletable(&self.ctx.stores)
             .into_iter()
             .filter(|o| o.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
-            .filter(|o| o.owner_references().iter().any(|owner| owner.uid == uid))
             .filter(|o| !self.claimed.contains(&written(&dt, o.as_ref())))
             .collect::<Vec<_>>();
         mine.sort_by_key(|o| key(o.as_ref()));

@@ -49,9 +49,6 @@ pub enum Driver {
     BlockedByConflict,
     /// The driver namespace is being deleted: keep what is there and apply once it can be created again.
     WaitingForNamespace,
-    /// The plugin's fence is not in place (`Plan::unfenced` says why): the DaemonSet is kept as it runs, neither
-    /// created nor changed, so no plugin starts or gains a node unfenced.
-    Unfenced,
 }
 
 /// The driver namespace as the cache shows it.
@@ -75,8 +72,6 @@ pub struct Plan {
     /// The templates left out for a conflict: one of this config's own is kept as it is, not deleted.
     pub kept_templates: Vec<k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
     pub driver: Driver,
-    /// Why the plugin's fence is not in place, when it is not.
-    pub unfenced: Option<String>,
     pub driver_namespace: NamespaceState,
     pub conflicts: Conflicts,
     /// Namespaces that receive templates.
@@ -96,7 +91,6 @@ impl Plan {
     pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, InvalidConfig> {
         let stores = &snapshot.stores;
         let validated = validate(config)?;
-        snapshot.install.admits(&validated)?;
         let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
         let conflicts = conflicts_of(config, &validated, stores);
         let budgets = quota_budgets(&validated, &stores.namespaces);
@@ -113,11 +107,8 @@ impl Plan {
             Some(ns) if terminating(&ns) => NamespaceState::Terminating,
             Some(_) => NamespaceState::Exists,
         };
-        let unfenced = snapshot.fence.clone().err();
         let driver = if !conflicts.nodes.is_empty() {
             Driver::BlockedByConflict
-        } else if unfenced.is_some() {
-            Driver::Unfenced
         } else if driver_namespace == NamespaceState::Terminating {
             Driver::WaitingForNamespace
         } else {
@@ -142,7 +133,6 @@ impl Plan {
             desired,
             kept_templates,
             driver,
-            unfenced,
             driver_namespace,
             conflicts,
             namespaces,

@@ -8,7 +8,7 @@ use http::{Method, Request, Response};
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -58,9 +58,10 @@ pub struct World {
     pub daemon_sets: Vec<DaemonSet>,
     pub templates: Vec<ResourceClaimTemplate>,
     pub service_accounts: Vec<ServiceAccount>,
+    pub cluster_roles: Vec<ClusterRole>,
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
-    /// The plugin's fence as the install left it; None: the shipped one (`logic::fence::installed`).
-    pub fence: Option<(Option<ValidatingAdmissionPolicy>, Option<ValidatingAdmissionPolicyBinding>)>,
+    pub admission_policies: Vec<ValidatingAdmissionPolicy>,
+    pub admission_policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
     pub device_classes: Vec<DeviceClass>,
     /// DeviceTaintRules (`v1`); None: the server serves none.
     pub taint_rules: Option<Vec<crate::cluster::taint_rule::TaintRuleView>>,
@@ -93,7 +94,10 @@ impl World {
             self.namespaces.push(stored(desired.namespace.clone()));
         }
         self.service_accounts.push(stored(desired.service_account.clone()));
+        self.cluster_roles.push(stored(desired.cluster_role.clone()));
         self.cluster_role_bindings.push(stored(desired.cluster_role_binding.clone()));
+        self.admission_policies.push(stored(desired.admission_policy.clone()));
+        self.admission_policy_bindings.push(stored(desired.admission_policy_binding.clone()));
         self.device_classes.push(stored(desired.device_class.clone()));
         let mut daemon_set = stored(desired.daemon_set.clone());
         daemon_set.metadata.generation = Some(1);
@@ -111,7 +115,7 @@ impl World {
     /// The snapshot a reconcile would take of this world.
     pub fn snapshot(&self) -> crate::controller::snapshot::Snapshot {
         let taint_rules = self.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource());
-        crate::controller::snapshot::Snapshot::new(&self.stores(), taint_rules, Arc::new(install()))
+        crate::controller::snapshot::Snapshot::new(&self.stores(), taint_rules)
     }
 
     pub fn stores(&self) -> Stores {
@@ -128,7 +132,10 @@ impl World {
                 daemon_sets: store(self.daemon_sets.clone()),
                 templates: store(self.templates.clone()),
                 service_accounts: store(self.service_accounts.clone()),
+                cluster_roles: store(self.cluster_roles.clone()),
                 cluster_role_bindings: store(self.cluster_role_bindings.clone()),
+                admission_policies: store(self.admission_policies.clone()),
+                admission_policy_bindings: store(self.admission_policy_bindings.clone()),
                 device_classes: store(self.device_classes.clone()),
                 resource_quotas: store(Vec::new()),
             },
@@ -141,27 +148,8 @@ impl World {
             ),
             plugin_pods: store(self.plugin_pods.clone()),
             revisions: store(self.revisions.clone()),
-            fence_policies: store(self.fence().0.into_iter().collect()),
-            fence_bindings: store(self.fence().1.into_iter().collect()),
             validations: Default::default(),
         }
-    }
-}
-
-/// What the tests' install allows: AWS's namespace and image, and every test's own driver namespace and image.
-pub fn install() -> crate::logic::validate::Install {
-    let mut install = crate::logic::validate::Install::default();
-    install.driver_namespaces.push("*".into());
-    install.image_repositories.push("registry/neuron-dra-driver".into());
-    install
-}
-
-impl World {
-    fn fence(&self) -> (Option<ValidatingAdmissionPolicy>, Option<ValidatingAdmissionPolicyBinding>) {
-        self.fence.clone().unwrap_or_else(|| {
-            let (policy, binding) = crate::logic::fence::installed();
-            (Some(stored(policy)), Some(stored(binding)))
-        })
     }
 }
 
@@ -248,7 +236,6 @@ impl Fixture {
             metrics: Arc::new(Metrics::default()),
             capabilities: Default::default(),
             taint_rules: world.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource()),
-            install: Arc::new(install()),
             failures: Default::default(),
             held_back_seen: Default::default(),
             unparseable: Default::default(),

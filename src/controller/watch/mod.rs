@@ -63,19 +63,6 @@ fn watch_error(error: &watcher::Error) -> String {
     }
 }
 
-/// The watch's events of objects `keep` accepts, and no other: for a cache that must never hold what it drops (an
-/// object's namespace never changes, so one dropped is dropped on every event).
-pub fn only<K: Send + 'static>(
-    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-    keep: impl Fn(&K) -> bool + Send + 'static,
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send {
-    use watcher::Event;
-    events.filter(move |event| {
-        let dropped = matches!(event, Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) if !keep(o));
-        std::future::ready(!dropped)
-    })
-}
-
 /// A watch stream that fills a cache; touched (applied or deleted) objects trigger reconciles.
 pub fn cached<K>(
     api: Api<K>,
@@ -106,25 +93,9 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    cached_read_only(api, config, |_| true, trim, read, every_event)
-}
-
-/// `cached_read` of the objects `keep` accepts (see `only`).
-pub fn cached_read_only<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    keep: impl Fn(&K) -> bool + Send + 'static,
-    trim: impl FnMut(&mut K) + Send + 'static,
-    read: fn(&K) -> u64,
-    every_event: bool,
-) -> (Store<K>, impl Stream<Item = Result<changes::Touched<K>, watcher::Error>> + Send)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
     let (store, writer) = reflector::store();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let events = reflector::reflector(writer, only(watch(api, config), keep).modify(trim));
+    let events = reflector::reflector(writer, watch(api, config).modify(trim));
     let counted = std::sync::atomic::AtomicU64::new(0);
     let read = move |object: &K| match every_event {
         true => counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed), // never the same twice

@@ -36,7 +36,7 @@ names! {
     /// Every `reason` a condition can carry; docs/troubleshooting.md's table lists them.
     Reason {
         Valid, InvalidSpec, Conflict, Unparseable, Unsupported, ForeignObject,
-        RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied, Unfenced,
+        RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied,
         Applied, Missing, DeviceClassMissing,
         AllHealthy, Unhealthy,
         Ready, NotReady,

@@ -16,11 +16,9 @@ use crate::api::{
 use crate::logic::catalog;
 
 mod errors;
-mod install;
 
 use errors::flatten_validator_errors;
 pub use errors::{FieldError, InvalidConfig};
-pub use install::Install;
 
 /// Longest config name: it is part of the plugin DaemonSet's name.
 pub const MAX_CONFIG_NAME: usize = 40;
