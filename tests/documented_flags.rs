@@ -36,8 +36,15 @@ const FOREIGN_FLAGS: &[(&str, &str)] = &[
     ("--kubelet-client-certificate", "kube-apiserver"),
     ("--kubelet-client-key", "kube-apiserver"),
     ("--kubelet-preferred-address-types", "kube-apiserver"),
+    ("--logical-nc-config", "neuronx-cc"),
+    ("--nproc-per-node", "torchrun"),
     ("--prefix", "the stand-in plugin's image build"),
+    ("--reset-then-reuse-values", "helm upgrade"),
+    ("--reuse-values", "helm upgrade"),
     ("--set", "helm"),
+    ("--set-file", "helm"),
+    ("--take-ownership", "helm upgrade"),
+    ("--tensor-parallel-size", "vLLM"),
 ];
 
 /// Environment variables the operator reads other than through a flag.
