@@ -16,7 +16,7 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use neuron_dra_operator::cli::Cli;
 use serde_json::Value;
-use support::cluster::repo;
+use support::cluster::{documents, repo};
 use support::tools::{run, temp_dir, tool};
 
 /// Flags of other programs that the docs show on their own in backticks (a span that starts with `--`), with their
@@ -300,20 +300,13 @@ fn the_charts_examples_of_extra_args_and_env_parse() {
     check_env(env.as_array().unwrap(), "values.yaml's extraEnv example");
 }
 
-fn yaml_documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .filter_map(|doc| <Value as serde::Deserialize>::deserialize(doc).ok())
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
 fn operator_container(deployment_spec: &Value) -> &Value {
     &deployment_spec["template"]["spec"]["containers"][0]
 }
 
 #[test]
 fn every_install_path_passes_arguments_and_environment_the_operator_takes() {
-    let manager = yaml_documents(&std::fs::read_to_string(repo("config/manager/manager.yaml")).unwrap());
+    let manager = documents(&std::fs::read_to_string(repo("config/manager/manager.yaml")).unwrap());
     let deployment = manager.iter().find(|o| o["kind"] == "Deployment").unwrap();
     check_container(operator_container(&deployment["spec"]), "config/manager/manager.yaml");
 
@@ -336,7 +329,7 @@ fn every_install_path_passes_arguments_and_environment_the_operator_takes() {
         let mut args = vec!["template", "x", "charts/neuron-dra-operator", "--skip-tests"];
         args.extend(extra.iter().copied());
         let out = run(&helm, &args, Path::new(&repo(".")), &[]).ok("helm template");
-        let deployment = yaml_documents(&out).into_iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let deployment = documents(&out).into_iter().find(|o| o["kind"] == "Deployment").unwrap();
         let container = operator_container(&deployment["spec"]);
         check_container(container, &format!("the chart rendered with {extra:?}"));
         if !extra.is_empty() {

@@ -19,23 +19,10 @@ use support::cluster::repo;
 /// A config that did everything: the plugin on 2 nodes, 4 templates in 2 namespaces.
 fn done() -> Observation {
     Observation {
-        generation: Some(3),
-        paused: false,
-        validity: Validity::Valid,
-        rollout: rollout(2, 2, None),
         templates_present: 4,
         templates_wanted: 4,
         template_namespaces: 2,
-        profiles: Vec::new(),
-        templates_missing: Vec::new(),
-        templates_foreign: Vec::new(),
-        classes_missing: Vec::new(),
-        foreign: Vec::new(),
-        health: None,
-        capacity: Vec::new(),
-        remediation: None,
-        teams: Vec::new(),
-        team_summary: None,
+        ..Observation::bare(Some(3), false, Validity::Valid, rollout(2, 2, None))
     }
 }
 

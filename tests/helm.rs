@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::cluster::{self, Operator, OperatorOptions, TEST_LABEL, kubectl, kubectl_with, repo};
+use support::cluster::{self, Operator, OperatorOptions, TEST_LABEL, documents, kubectl, kubectl_with, repo};
 use support::docs;
 use support::scenario::Scenario;
 use support::tools::{self, Run, temp_dir};
@@ -60,13 +60,6 @@ fn helm(args: &[&str]) -> Run {
     tools::run(&tools::tool("helm"), args, &repo(""), &env)
 }
 
-fn parse_all(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
 /// `helm template x CHART --skip-tests --set S...` (release `x`, without `helm test`'s hooks): the text and its objects.
 fn render(sets: &[&str]) -> (String, Vec<Value>) {
     let mut args = vec!["template", "x", CHART, "--skip-tests"];
@@ -74,14 +67,14 @@ fn render(sets: &[&str]) -> (String, Vec<Value>) {
         args.extend(["--set", set]);
     }
     let out = helm(&args).ok("helm template");
-    let objects = parse_all(&out);
+    let objects = documents(&out);
     (out, objects)
 }
 
 fn kustomize(dir: &str) -> Vec<Value> {
     let out = std::process::Command::new("kubectl").arg("kustomize").arg(repo(dir)).output().unwrap();
     assert!(out.status.success(), "kubectl kustomize {dir}: {}", String::from_utf8_lossy(&out.stderr));
-    parse_all(&String::from_utf8_lossy(&out.stdout))
+    documents(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance) and the
@@ -172,7 +165,7 @@ fn leader_election_off_refuses_two_replicas_and_a_surge() {
     );
     let strategy = |sets: &str| {
         let out = helm(&["template", "x", CHART, "--set", sets, "--show-only", "templates/deployment.yaml"]);
-        parse_all(&out.ok("helm template"))[0]["spec"]["strategy"].clone()
+        documents(&out.ok("helm template"))[0]["spec"]["strategy"].clone()
     };
     assert_eq!(strategy("leaderElection.enabled=false,replicas=1"), json!({"type": "Recreate"}));
     let surge = strategy("replicas=3");
@@ -205,7 +198,7 @@ fn the_crd_is_a_template_kept_on_uninstall_unless_asked() {
 fn the_chart_renders_what_config_installs() {
     let mut args = vec!["template", "neuron-dra-operator", CHART, "-n", "neuron-dra-operator-system", "--skip-tests"];
     args.extend(EVERYTHING_ON);
-    let rendered = by_kind_and_name(parse_all(&helm(&args).ok("helm template")));
+    let rendered = by_kind_and_name(documents(&helm(&args).ok("helm template")));
     let mut objects = kustomize("config/default");
     objects.extend(kustomize("config/prometheus"));
     objects.extend(kustomize("config/grafana"));
@@ -222,7 +215,7 @@ fn the_chart_renders_what_config_installs() {
         );
     }
     // Helm's labels are there (and only they were ignored).
-    let deployment = &parse_all(&helm(&["template", "neuron-dra-operator", CHART]).ok("helm template"))
+    let deployment = &documents(&helm(&["template", "neuron-dra-operator", CHART]).ok("helm template"))
         .into_iter()
         .find(|o| o["kind"] == "Deployment")
         .unwrap();
@@ -280,7 +273,7 @@ fn values_reach_the_deployment() {
         json!([{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}])
     );
     let out = helm(&["template", "x", CHART, "--set", "networkPolicy.enabled=false"]).ok("helm template");
-    assert!(!parse_all(&out).iter().any(|o| o["kind"] == "NetworkPolicy"), "{out}");
+    assert!(!documents(&out).iter().any(|o| o["kind"] == "NetworkPolicy"), "{out}");
 }
 
 /// The values a Helm user expects of an operator chart: pod labels, priority, security contexts, extra arguments
@@ -347,7 +340,7 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
 #[test]
 fn helm_test_is_a_restricted_smoke_test_pod_of_the_operator_image() {
     let out = helm(&["template", "x", CHART, "--show-only", "templates/tests/smoke-test.yaml"]).ok("helm template");
-    let objects = parse_all(&out);
+    let objects = documents(&out);
     let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "Pod"]);
     for object in &objects {

@@ -17,7 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use neuron_dra_operator::devtools::bundle::{self, Drift};
 use serde_json::{Value, json};
-use support::cluster::{self, kubectl, repo};
+use support::cluster::{self, documents, kubectl, repo};
 use support::scenario::Scenario;
 
 const DOC_APPLY_DEFAULT: &str = "kubectl apply -k config/default";
@@ -51,14 +51,7 @@ fn sh_ok(command: &str) -> (String, String) {
 
 /// Every object `kubectl kustomize DIR` builds.
 fn kustomize(dir: &str) -> Vec<Value> {
-    parse_all(&sh_ok(&format!("kubectl kustomize {dir}")).0)
-}
-
-fn parse_all(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
+    documents(&sh_ok(&format!("kubectl kustomize {dir}")).0)
 }
 
 fn read_yaml(path: &str) -> Value {

@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use support::allocation::{claim_of, create_pod, wait_scheduled};
-use support::cluster::{TEST_LABEL, eventually, kubectl, kubectl_with, repo};
+use support::cluster::{TEST_LABEL, documents, eventually, kubectl, kubectl_with, repo};
 use support::fleet::{Fleet, NodeGroup};
 use support::scenario::Scenario;
 
@@ -27,13 +27,6 @@ const NODE_GROUP: &str = "eks.amazonaws.com/nodegroup";
 /// LeaderWorkerSet's group label and its exclusive-topology annotation (sigs.k8s.io/lws, api/leaderworkerset/v1).
 const LWS_GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
 const LWS_EXCLUSIVE: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
-
-fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
 
 fn kustomize(dir: &str) -> Vec<Value> {
     documents(&kubectl(&["kustomize", repo(dir).to_str().unwrap()]))

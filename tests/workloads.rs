@@ -16,15 +16,8 @@ use neuron_dra_operator::cli::parse_config;
 use neuron_dra_operator::logic::build::build;
 use neuron_dra_operator::logic::validate::validate;
 use serde_json::{Value, json};
-use support::cluster::repo;
+use support::cluster::{documents, repo};
 use support::cores::{check_pod, launch_width};
-
-fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(repo(path)).unwrap_or_else(|e| panic!("{path}: {e}"))

@@ -19,25 +19,7 @@ use crate::logic::teams::{Budget, charge};
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
 pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
-    Observation {
-        generation,
-        paused,
-        validity,
-        rollout: Rollout::NotApplied("the spec is invalid".into()),
-        templates_present: 0,
-        templates_wanted: 0,
-        template_namespaces: 0,
-        profiles: Vec::new(),
-        templates_missing: Vec::new(),
-        templates_foreign: Vec::new(),
-        classes_missing: Vec::new(),
-        foreign: Vec::new(),
-        health: None,
-        capacity: Vec::new(),
-        remediation: None,
-        teams: Vec::new(),
-        team_summary: None,
-    }
+    Observation::bare(generation, paused, validity, Rollout::NotApplied("the spec is invalid".into()))
 }
 
 /// The plugin's rollout: why it is not applied, or what its DaemonSet reports.
@@ -123,23 +105,15 @@ pub fn observation(
         .map(|(problem, _)| problem.node.clone())
         .collect();
     Observation {
-        generation,
-        paused: config.spec.paused,
-        validity: plan.validity(),
-        rollout,
         templates_present: in_place.len(),
         templates_wanted: wanted + plan.missing_namespaces.len() * config.claims.len(),
         template_namespaces: in_place_namespaces.len(),
         profiles,
         templates_missing: missing,
         templates_foreign: report.foreign_lines(true),
-        classes_missing: Vec::new(),
         foreign: report.foreign_lines(false),
-        health: None,
-        capacity: Vec::new(),
         remediation: plan.remediation.status(&config.name, &failed),
-        teams: Vec::new(),
-        team_summary: None,
+        ..Observation::bare(generation, config.spec.paused, plan.validity(), rollout)
     }
 }
 

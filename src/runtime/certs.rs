@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::Context;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use sha2::{Digest, Sha256};
 
 /// How often `--metrics-cert-dir` is read again.
 pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
@@ -23,8 +22,8 @@ pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 /// The TLS configuration of `/metrics`, and where it came from.
 pub struct MetricsCertificate {
     pub config: Arc<rustls::ServerConfig>,
-    /// The directory and the digest of the files the config was made from; None for a self-signed certificate.
-    source: Option<(PathBuf, [u8; 32])>,
+    /// The directory and the files the config was made from; None for a self-signed certificate.
+    source: Option<(PathBuf, Files)>,
 }
 
 impl MetricsCertificate {
@@ -33,8 +32,8 @@ impl MetricsCertificate {
         let Some(dir) = cert_dir else {
             return Ok(Self { config: server_config(self_signed()?)?, source: None });
         };
-        let (files, digest) = read_files(dir)?;
-        Ok(Self { config: server_config(parse(dir, &files)?)?, source: Some((dir.to_path_buf(), digest)) })
+        let files = read_files(dir)?;
+        Ok(Self { config: server_config(parse(dir, &files)?)?, source: Some((dir.to_path_buf(), files)) })
     }
 
     /// Keeps `target` on the directory's current certificate: every `RELOAD_INTERVAL`, files whose bytes changed
@@ -47,31 +46,27 @@ impl MetricsCertificate {
 
     async fn keep_fresh_every(self, interval: Duration, target: axum_server::tls_rustls::RustlsConfig) {
         let Some((dir, mut loaded)) = self.source else { return };
+        // A pair that did not load is not tried again until its files change.
         let mut refused = None;
         loop {
             tokio::time::sleep(interval).await;
-            let attempt = read_files(&dir).and_then(|(files, digest)| {
-                if digest == loaded || Some(digest) == refused {
-                    return Ok(None);
-                }
-                match parse(&dir, &files).and_then(server_config) {
-                    Ok(config) => Ok(Some((config, digest))),
-                    Err(error) => {
-                        refused = Some(digest);
-                        Err(error)
-                    }
-                }
-            });
-            match attempt {
-                Ok(Some((config, digest))) => {
-                    target.reload_from_config(config);
-                    loaded = digest;
-                    refused = None;
-                    tracing::info!(dir = %dir.display(), "loaded the renewed metrics certificate");
-                }
-                Ok(None) => {}
+            let files = match read_files(&dir) {
+                Ok(files) if files != loaded && refused.as_ref() != Some(&files) => files,
+                Ok(_) => continue,
                 Err(error) => {
                     tracing::warn!(error = format!("{error:#}"), "keeping the metrics certificate in use");
+                    continue;
+                }
+            };
+            match parse(&dir, &files).and_then(server_config) {
+                Ok(config) => {
+                    target.reload_from_config(config);
+                    (loaded, refused) = (files, None);
+                    tracing::info!(dir = %dir.display(), "loaded the renewed metrics certificate");
+                }
+                Err(error) => {
+                    tracing::warn!(error = format!("{error:#}"), "keeping the metrics certificate in use");
+                    refused = Some(files);
                 }
             }
         }
@@ -81,18 +76,13 @@ impl MetricsCertificate {
 /// The bytes of tls.crt and tls.key.
 type Files = (Vec<u8>, Vec<u8>);
 
-/// The files, and one digest of both.
-fn read_files(dir: &Path) -> anyhow::Result<(Files, [u8; 32])> {
+/// The files as they are now (two small reads: kept and compared whole, no digest needed).
+fn read_files(dir: &Path) -> anyhow::Result<Files> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read(&path).with_context(|| format!("cannot read the metrics certificate file {}", path.display()))
     };
-    let (cert, key) = (read("tls.crt")?, read("tls.key")?);
-    let mut digest = Sha256::new();
-    digest.update((cert.len() as u64).to_be_bytes());
-    digest.update(&cert);
-    digest.update(&key);
-    Ok(((cert, key), digest.finalize().into()))
+    Ok((read("tls.crt")?, read("tls.key")?))
 }
 
 type Certificate = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
@@ -145,7 +135,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ndo-certs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let made = write_pair(&dir, "metrics.example");
-        let (files, _) = read_files(&dir).unwrap();
+        let files = read_files(&dir).unwrap();
         assert_eq!(parse(&dir, &files).unwrap().0, vec![made.cert.der().clone()]);
         MetricsCertificate::load(Some(&dir)).expect("the directory's certificate");
 

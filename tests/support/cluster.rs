@@ -108,6 +108,14 @@ pub fn install() {
     });
 }
 
+/// Every document of a multi-document YAML stream (kubectl, kustomize, helm template output, a manifest file).
+pub fn documents(text: &str) -> Vec<serde_json::Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &serde_json::Value| !v.is_null())
+        .collect()
+}
+
 /// An admin client, with the CRD and RBAC installed.
 pub async fn admin() -> Client {
     install();

@@ -110,6 +110,32 @@ pub struct Observation {
     pub team_summary: Option<TeamSummary>,
 }
 
+impl Observation {
+    /// What a pass that judged nothing yet found: the validity and rollout given, no templates, profiles, health,
+    /// capacity, remediation or budgets (the rest is filled in by whoever found more).
+    pub fn bare(generation: Option<i64>, paused: bool, validity: Validity, rollout: Rollout) -> Self {
+        Observation {
+            generation,
+            paused,
+            validity,
+            rollout,
+            templates_present: 0,
+            templates_wanted: 0,
+            template_namespaces: 0,
+            profiles: Vec::new(),
+            templates_missing: Vec::new(),
+            templates_foreign: Vec::new(),
+            classes_missing: Vec::new(),
+            foreign: Vec::new(),
+            health: None,
+            capacity: Vec::new(),
+            remediation: None,
+            teams: Vec::new(),
+            team_summary: None,
+        }
+    }
+}
+
 pub fn compute(
     previous: Option<&NeuronDRAConfigStatus>,
     observed: &Observation,

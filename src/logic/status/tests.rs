@@ -1,27 +1,15 @@
 use super::*;
 
 fn observation() -> Observation {
+    let rollout = Rollout::Applied {
+        status: DriverStatus { desired_nodes: 2, ready_nodes: 2, updated_nodes: 2, ..DriverStatus::default() },
+        observed: true,
+    };
     Observation {
-        generation: Some(3),
-        paused: false,
-        validity: Validity::Valid,
-        rollout: Rollout::Applied {
-            status: DriverStatus { desired_nodes: 2, ready_nodes: 2, updated_nodes: 2, ..DriverStatus::default() },
-            observed: true,
-        },
         templates_present: 4,
         templates_wanted: 4,
         template_namespaces: 2,
-        profiles: vec![],
-        templates_missing: vec![],
-        templates_foreign: vec![],
-        classes_missing: vec![],
-        foreign: vec![],
-        health: None,
-        capacity: Vec::new(),
-        remediation: None,
-        teams: Vec::new(),
-        team_summary: None,
+        ..Observation::bare(Some(3), false, Validity::Valid, rollout)
     }
 }
 
