@@ -104,7 +104,7 @@ pub fn lease_duration(text: &str) -> Result<Duration, String> {
     let duration = match text.parse::<u64>() {
         Ok(seconds) => Duration::from_secs(seconds),
         Err(_) => {
-            let parsed: jiff::SignedDuration =
+            let parsed: k8s_openapi::jiff::SignedDuration =
                 text.parse().map_err(|_| format!("{text:?} is not a duration like 15s or 1m30s"))?;
             Duration::try_from(parsed).map_err(|_| format!("{text:?} is negative"))?
         }

@@ -6,19 +6,20 @@
 mod support {
     pub mod cluster;
     pub mod docs;
+    pub mod helm;
     pub mod scenario;
     pub mod tools;
 }
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::cluster::{self, Operator, OperatorOptions, TEST_LABEL, documents, kubectl, kubectl_with, repo};
+use support::cluster::{self, Operator, OperatorOptions, TEST_LABEL, documents, get, kubectl, kubectl_with, repo};
 use support::docs;
+use support::helm::{helm, helm_doc};
 use support::scenario::Scenario;
-use support::tools::{self, Run, temp_dir};
+use support::tools::{self, temp_dir};
 
 const CHART: &str = "charts/neuron-dra-operator";
 /// Labels the chart adds to what `config/` has; everything else must be equal.
@@ -42,23 +43,6 @@ const COPIES: &[(&str, &str)] = &[
     ("config/prometheus/prometheus_rule.yaml", "files/prometheus_rule.yaml"),
     ("config/grafana/neuron-dra-operator.json", "files/neuron-dra-operator.json"),
 ];
-
-/// Helm with its own config, cache and data directories (parallel-safe), against the local control plane when
-/// one is running.
-fn helm(args: &[&str]) -> Run {
-    // Made once per process: tests run Helm concurrently, and none of these commands writes there.
-    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let home = HOME.get_or_init(|| temp_dir("helm-home"));
-    let mut env: Vec<(&str, &Path)> =
-        vec![("HELM_CACHE_HOME", home), ("HELM_CONFIG_HOME", home), ("HELM_DATA_HOME", home)];
-    // The control plane's kubeconfig, as `cluster::kubeconfig` finds it; lint and template need none.
-    let kubeconfig =
-        std::env::var_os("KUBECONFIG").map(PathBuf::from).unwrap_or_else(|| repo("target/controlplane/kubeconfig"));
-    if kubeconfig.exists() {
-        env.push(("KUBECONFIG", &kubeconfig));
-    }
-    tools::run(&tools::tool("helm"), args, &repo(""), &env)
-}
 
 /// `helm template x CHART --skip-tests --set S...` (release `x`, without `helm test`'s hooks): the text and its objects.
 fn render(sets: &[&str]) -> (String, Vec<Value>) {
@@ -376,11 +360,9 @@ fn the_chart_copies_of_crds_and_config_are_up_to_date() {
         );
     }
     assert!(!repo(&format!("{CHART}/crds")).exists(), "the CRD is a template (templates/crd.yaml), not in crds/");
-    for dir in ["files"] {
-        for entry in std::fs::read_dir(repo(&format!("{CHART}/{dir}"))).unwrap() {
-            let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
-            assert!(COPIES.iter().any(|(_, copy)| *copy == name), "{CHART}/{name} is no copy `make chart` makes");
-        }
+    for entry in std::fs::read_dir(repo(&format!("{CHART}/files"))).unwrap() {
+        let name = format!("files/{}", entry.unwrap().file_name().to_string_lossy());
+        assert!(COPIES.iter().any(|(_, copy)| *copy == name), "{CHART}/{name} is no copy `make chart` makes");
     }
     // The README is the values' comments as a table.
     let read = |file: &str| std::fs::read_to_string(repo(&format!("{CHART}/{file}"))).unwrap();
@@ -401,14 +383,6 @@ fn the_chart_is_versioned_with_the_operator() {
 }
 
 // --- on the real control plane ---
-
-fn get(kind: &str, name: &str, namespace: Option<&str>) -> Result<Value, String> {
-    let mut args = vec!["get", kind, name, "-o", "json"];
-    if let Some(ns) = namespace {
-        args.extend(["-n", ns]);
-    }
-    kubectl_with(&cluster::kubeconfig(), &args, None).map(|out| serde_json::from_str(&out).unwrap())
-}
 
 fn helm_release(release: &str, namespace: &str) -> Value {
     let out = helm(&["list", "-n", namespace, "-o", "json", "--filter", &format!("^{release}$")]).ok("helm list");
@@ -443,14 +417,6 @@ async fn wait_gone(kind: &str, name: &str, namespace: Option<&str>) {
     .await;
 }
 
-/// A documented Helm command for this test's release and namespace, with extra arguments.
-fn helm_doc(command: &str, release: &str, extra: &[&str]) -> String {
-    let mut args = docs::helm_args(command, release, release);
-    args.extend(extra.iter().map(|a| a.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    helm(&args).ok(&format!("helm {}", args.join(" ")))
-}
-
 /// The documented `helm install` (one sample as the chart's own NeuronDRAConfig, the others applied as a user
 /// would); the operator, running under the chart's ServiceAccount, reconciles every sample to Ready. The documented
 /// `helm upgrade`s turn monitoring on, change the Deployment and drop the chart's config; the documented
@@ -475,8 +441,12 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
 
     // Every test shares the CRD cluster::install applied: this release leaves it alone (tests/helm_upgrade.rs has a
     // release of its own manage it).
-    let installed =
-        helm_doc(docs::HELM_INSTALL, &release, &["-f", values_file.to_str().unwrap(), "--set", "crds.enabled=false"]);
+    let installed = helm_doc(
+        docs::HELM_INSTALL,
+        &release,
+        &release,
+        &["-f", values_file.to_str().unwrap(), "--set", "crds.enabled=false"],
+    );
     assert!(installed.contains("STATUS: deployed"), "{installed}");
     assert_eq!(helm_release(&release, &namespace)["status"], "deployed");
     let deployment = get("deployment", &fullname, Some(&namespace)).unwrap();
@@ -503,7 +473,7 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     assert!(lease["spec"]["holderIdentity"].is_string(), "{lease}");
 
     // Monitoring on: the ServiceMonitor, the PrometheusRule and the dashboard appear.
-    helm_doc(docs::HELM_MONITORING, &release, &[]);
+    helm_doc(docs::HELM_MONITORING, &release, &release, &[]);
     get("servicemonitor", &fullname, Some(&namespace)).expect("the ServiceMonitor");
     let rule = get("prometheusrule", &fullname, Some(&namespace)).expect("the PrometheusRule");
     assert!(rule["spec"]["groups"][0]["rules"].as_array().unwrap().len() >= 5, "{rule}");
@@ -512,7 +482,7 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
 
     // Changed values: the Deployment follows; the earlier values stay.
     let set = "replicas=1,tolerations[0].key=dedicated,tolerations[0].operator=Exists,tolerations[0].effect=NoSchedule";
-    helm_doc(docs::HELM_UPGRADE, &release, &["--set", set]);
+    helm_doc(docs::HELM_UPGRADE, &release, &release, &["--set", set]);
     let deployment = get("deployment", &fullname, Some(&namespace)).unwrap();
     assert_eq!(deployment["spec"]["replicas"], 1);
     assert_eq!(
@@ -525,14 +495,14 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     // Dropping the chart's config deletes it; the operator (still allowed to) cleans up and lets it go.
     // docs/install.md's upgrade, from a chart package: the values given before (crds.enabled=false) carry over.
     let upgrade = docs::with_package(docs::HELM_UPGRADE_RELEASE, &tools::packaged_chart());
-    helm_doc(&upgrade, &release, &["--set", "neuronDRAConfig.enabled=false"]);
+    helm_doc(&upgrade, &release, &release, &["--set", "neuronDRAConfig.enabled=false"]);
     wait_gone("ndc", &chart_config_name, None).await;
     s.wait_ready(&names[1]).await;
 
     // The user's configs go before the operator's permissions do.
     kubectl(&["delete", "ndc", "-l", &format!("{TEST_LABEL}={}", s.id), "--wait=true", "--timeout=60s"]);
 
-    let uninstalled = helm_doc(docs::HELM_UNINSTALL, &release, &["--wait", "--timeout", "60s"]);
+    let uninstalled = helm_doc(docs::HELM_UNINSTALL, &release, &release, &["--wait", "--timeout", "60s"]);
     assert!(uninstalled.contains("uninstalled"), "{uninstalled}");
     for (kind, name, ns) in [
         ("deployment", fullname.clone(), Some(namespace.as_str())),

@@ -12,6 +12,7 @@
 mod support {
     pub mod cluster;
     pub mod docs;
+    pub mod helm;
     pub mod scenario;
     pub mod tools;
 }
@@ -26,26 +27,15 @@ use neuron_dra_operator::runtime::crd::{self, ANNOTATION_SCHEMA_HASH, UPGRADE_DO
 use serde_json::{Value, json};
 use support::cluster::{self, Operator, OperatorOptions, kubectl, kubectl_with, repo};
 use support::docs;
+use support::helm::{helm, helm_doc};
 use support::scenario::Scenario;
-use support::tools::{self, Run, temp_dir};
+use support::tools::{self, temp_dir};
 
 const CHART: &str = "charts/neuron-dra-operator";
 
-/// Helm with its own config, cache and data directories, against the local control plane.
-fn helm(args: &[&str]) -> Run {
-    static HOME: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let home = HOME.get_or_init(|| temp_dir("helm-upgrade-home"));
-    let kubeconfig = cluster::kubeconfig();
-    let env: [(&str, &Path); 4] =
-        [("HELM_CACHE_HOME", home), ("HELM_CONFIG_HOME", home), ("HELM_DATA_HOME", home), ("KUBECONFIG", &kubeconfig)];
-    tools::run(&tools::tool("helm"), args, &repo(""), &env)
-}
-
 /// A documented `helm upgrade` of docs/install.md for this release and namespace, from `chart`.
-fn helm_doc(command: &str, chart: &Path, release: &str, namespace: &str) -> String {
-    let command = docs::with_package(command, chart);
-    let args = docs::helm_args(&command, release, namespace);
-    helm(&args.iter().map(String::as_str).collect::<Vec<_>>()).ok(&command)
+fn upgrade(command: &str, chart: &Path, release: &str, namespace: &str) -> String {
+    helm_doc(&docs::with_package(command, chart), release, namespace, &[])
 }
 
 /// The chart as an earlier release shipped it: this chart with the CRD in `crds/` (the older one) instead of the
@@ -62,11 +52,7 @@ fn earlier_chart() -> PathBuf {
 }
 
 fn get(kind: &str, name: &str, namespace: Option<&str>) -> Value {
-    let mut args = vec!["get", kind, name, "-o", "json"];
-    if let Some(namespace) = namespace {
-        args.extend(["-n", namespace]);
-    }
-    serde_json::from_str(&kubectl(&args)).unwrap()
+    cluster::get(kind, name, namespace).unwrap()
 }
 
 fn schema_hash(crd: &Value) -> String {
@@ -78,19 +64,9 @@ struct SharedCrd;
 
 impl Drop for SharedCrd {
     fn drop(&mut self) {
-        let crd = format!("crd/{CRD_NAME}");
-        let annotate = ["annotate", &crd, "meta.helm.sh/release-name-", "meta.helm.sh/release-namespace-"];
-        let _ = kubectl_with(&cluster::kubeconfig(), &annotate, None);
-        let _ = kubectl_with(&cluster::kubeconfig(), &["annotate", &crd, "helm.sh/resource-policy-"], None);
-        let labels = ["helm.sh/chart-", "app.kubernetes.io/instance-", "app.kubernetes.io/version-"];
-        let _ = kubectl_with(&cluster::kubeconfig(), &[&["label", crd.as_str()][..], &labels[..]].concat(), None);
-        let _ = kubectl_with(&cluster::kubeconfig(), &["label", &crd, "app.kubernetes.io/managed-by-"], None);
-        let apply = ["apply", "--server-side", "--force-conflicts", "-f", "crds/neurondra.io_neurondraconfigs.yaml"];
-        let _ = std::process::Command::new("kubectl")
-            .args(apply)
-            .current_dir(repo(""))
-            .env("KUBECONFIG", cluster::kubeconfig())
-            .output();
+        // A whole replace: the file's metadata, so Helm's labels and annotations go in the same write.
+        let file = repo("crds/neurondra.io_neurondraconfigs.yaml");
+        let _ = kubectl_with(&cluster::kubeconfig(), &["replace", "-f", file.to_str().unwrap()], None);
     }
 }
 
@@ -149,7 +125,7 @@ async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survi
 
     // The documented upgrade; the first from a release that did not own its CRD takes it over.
     let chart = tools::packaged_chart();
-    let upgraded = helm_doc(docs::HELM_UPGRADE_TAKE_OWNERSHIP, &chart, &release, &namespace);
+    let upgraded = upgrade(docs::HELM_UPGRADE_TAKE_OWNERSHIP, &chart, &release, &namespace);
     assert!(upgraded.contains("STATUS: deployed"), "{upgraded}");
 
     // The CRD is this build's, and now the release's (kept on uninstall).
@@ -177,7 +153,7 @@ async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survi
     assert_eq!(status.templates.unwrap().count, 1);
 
     // The next upgrade is the plain one.
-    let again = helm_doc(docs::HELM_UPGRADE_RELEASE, &chart, &release, &namespace);
+    let again = upgrade(docs::HELM_UPGRADE_RELEASE, &chart, &release, &namespace);
     assert!(again.contains("REVISION: 3"), "{again}");
     assert_eq!(deployment_state(&fullname, &namespace), (generation, template, replica_sets));
 

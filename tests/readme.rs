@@ -254,3 +254,24 @@ fn anchors_follow_github() {
     );
     assert_eq!(link_targets("see [a `b`](x.md#y) and `[c](d)` and [e](#f)"), ["x.md#y", "#f"]);
 }
+
+/// Upgrading is written once, in docs/install.md's "Upgrading": every other place a user looks for it links there
+/// and shows no upgrade command of its own (four places once gave four different ones).
+#[test]
+fn every_other_place_links_the_one_upgrade_procedure_and_gives_no_commands_of_its_own() {
+    let own_commands = ["helm upgrade neuron-dra-operator", "-f crds/", "apply -k config/crd", "kubectl replace"];
+    for path in [
+        "README.md",
+        "charts/neuron-dra-operator/templates/NOTES.txt",
+        "docs/operations.md",
+        "docs/install-eks.md",
+    ] {
+        let text = read(path);
+        assert!(text.contains("install.md#upgrading"), "{path} does not link docs/install.md#upgrading");
+        for command in own_commands {
+            assert!(!text.contains(command), "{path} gives an upgrade command of its own: {command}");
+        }
+    }
+    let install = read("docs/install.md");
+    assert_eq!(install.matches("\n## Upgrading").count(), 1, "docs/install.md has one Upgrading section");
+}

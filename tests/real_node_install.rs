@@ -7,12 +7,12 @@
 mod support {
     pub mod cluster;
     pub mod docs;
+    pub mod helm;
     pub mod node;
     pub mod scenario;
     pub mod tools;
 }
 
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -132,14 +132,7 @@ fn unprivileged_token(namespace: &str) -> String {
 }
 
 fn helm(args: &[&str]) -> String {
-    let out = Command::new(tools::tool("helm"))
-        .args(args)
-        .env("KUBECONFIG", cluster::kubeconfig())
-        .current_dir(repo(""))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "helm {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::helm::helm(args).ok(&format!("helm {}", args.join(" ")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

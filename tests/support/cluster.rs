@@ -108,6 +108,15 @@ pub fn install() {
     });
 }
 
+/// An object as `kubectl get -o json` shows it, or kubectl's error (NotFound, say).
+pub fn get(kind: &str, name: &str, namespace: Option<&str>) -> Result<serde_json::Value, String> {
+    let mut args = vec!["get", kind, name, "-o", "json"];
+    if let Some(namespace) = namespace {
+        args.extend(["-n", namespace]);
+    }
+    kubectl_with(&kubeconfig(), &args, None).map(|out| serde_json::from_str(&out).unwrap())
+}
+
 /// Every document of a multi-document YAML stream (kubectl, kustomize, helm template output, a manifest file).
 pub fn documents(text: &str) -> Vec<serde_json::Value> {
     serde_yaml::Deserializer::from_str(text)

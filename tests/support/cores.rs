@@ -66,14 +66,19 @@ fn alternative_cores(devices: &Value, request: &str, alternative: &Value) -> u32
     count * row.cores_per_device(lnc)
 }
 
-/// The width flags a container states, with their values (`--flag=N` or `--flag N`, in `command` and `args`).
-pub fn launch_width(container: &Value) -> Vec<(String, u32)> {
-    let words: Vec<&str> = ["command", "args"]
+/// The container's command and arguments, word by word (a shell line in one argument is split too).
+pub fn command_words(container: &Value) -> Vec<&str> {
+    ["command", "args"]
         .iter()
         .flat_map(|field| container[field].as_array().into_iter().flatten())
         .filter_map(Value::as_str)
         .flat_map(str::split_whitespace)
-        .collect();
+        .collect()
+}
+
+/// The width flags a container states, with their values (`--flag=N` or `--flag N`, in `command` and `args`).
+pub fn launch_width(container: &Value) -> Vec<(String, u32)> {
+    let words = command_words(container);
     let mut widths = Vec::new();
     for (i, word) in words.iter().enumerate() {
         for flag in WIDTH_FLAGS {
