@@ -527,3 +527,51 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     get("crd", "neurondraconfigs.neurondra.io", None).expect("the CRD stays");
     let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
 }
+
+/// Helm maps every object of a release to its API before it creates any, so a first install cannot bring the CRD
+/// and the chart's own config together: where Helm can look the cluster up, the chart refuses that in one line that
+/// names the values and the way out. `helm template`, `helm lint` and Argo CD's render (the cluster's APIs as
+/// `--api-versions`, no lookup) render the config as ever. The control plane serves the shared CRD, which no test
+/// may take over or remove, so the refusal is checked with a copy of the chart that asks for a kind the cluster
+/// lacks, in server-side dry runs that create nothing.
+#[test]
+fn a_first_install_of_the_crd_and_the_charts_config_together_is_refused_in_one_line() {
+    const API: &str = "\"neurondra.io/v1alpha1/NeuronDRAConfig\"";
+    let config = ["--set", "neuronDRAConfig.enabled=true", "--show-only", "templates/neurondraconfig.yaml"];
+    for extra in [&[][..], &["--api-versions", "v1/Namespace"]] {
+        let mut args = vec!["template", "x", CHART, "--skip-tests"];
+        args.extend(config);
+        args.extend(extra);
+        let out = helm(&args).ok("helm template with the chart's config");
+        assert_eq!(documents(&out)[0]["kind"], "NeuronDRAConfig", "{extra:?}: {out}");
+    }
+
+    cluster::install();
+    let copy = temp_dir("helm-crd-first").join("chart");
+    let copied = std::process::Command::new("cp").arg("-r").arg(repo(CHART)).arg(&copy).status().unwrap();
+    assert!(copied.success());
+    let template = copy.join("templates/neurondraconfig.yaml");
+    let text = std::fs::read_to_string(&template).unwrap();
+    assert_eq!(text.matches(API).count(), 1, "the config's template checks for its API once:\n{text}");
+    std::fs::write(&template, text.replace(API, "\"neurondra.io/v1alpha1/NoSuchKind\"")).unwrap();
+    let release = cluster::unique("crd-first");
+    let name = format!("neuronDRAConfig.name={release}");
+    let dry_run = |chart: &str, set: &str| {
+        helm(&["install", &release, chart, "-n", "default", "--dry-run=server", "--set", set, "--set", &name])
+    };
+    let copy = copy.to_str().unwrap();
+    for (set, way_out) in [
+        ("neuronDRAConfig.enabled=true", "install with neuronDRAConfig.enabled=false, then helm upgrade"),
+        ("neuronDRAConfig.enabled=true,crds.enabled=false", "apply the CRD first"),
+    ] {
+        let out = dry_run(copy, set);
+        assert!(!out.success, "{set}: a first install without the CRD was not refused:\n{}", out.stdout);
+        let line = out.stderr.lines().find(|l| l.contains("the cluster has no NeuronDRAConfig CRD"));
+        let line = line.unwrap_or_else(|| panic!("{set}: {}", out.stderr));
+        assert!(line.contains("neuronDRAConfig.enabled=true") && line.contains(way_out), "{set}: {line}");
+        assert!(line.contains("then helm upgrade with neuronDRAConfig.enabled=true"), "{set}: {line}");
+    }
+    // The chart itself, where the CRD is served: installed as before (crds.enabled=false: the shared CRD is not
+    // this dry run's to take over).
+    dry_run(CHART, "neuronDRAConfig.enabled=true,crds.enabled=false").ok("a first install where the CRD is served");
+}

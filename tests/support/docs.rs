@@ -12,8 +12,8 @@ pub const HELM_UNINSTALL: &str = "helm uninstall neuron-dra-operator -n neuron-d
 /// docs/install.md's "Upgrading" with Helm, from the new release's chart package (`with_package` swaps in a chart the
 /// test made); the first upgrade from a release that did not own the CRD (installed by kustomize, or by an earlier
 /// chart's crds/) takes it over. tests/helm_upgrade.rs runs both; the EKS guide links to them.
-pub const HELM_UPGRADE_RELEASE: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-0.1.0.tgz -n neuron-dra-operator-system --reset-then-reuse-values";
-pub const HELM_UPGRADE_TAKE_OWNERSHIP: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-0.1.0.tgz -n neuron-dra-operator-system --reset-then-reuse-values --take-ownership";
+pub const HELM_UPGRADE_RELEASE: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-VERSION.tgz -n neuron-dra-operator-system --reset-then-reuse-values";
+pub const HELM_UPGRADE_TAKE_OWNERSHIP: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-VERSION.tgz -n neuron-dra-operator-system --reset-then-reuse-values --take-ownership";
 /// Run on the real node (tests/real_node_install.rs): the smoke-test pod needs a kubelet.
 pub const HELM_TEST: &str = "helm test neuron-dra-operator -n neuron-dra-operator-system";
 pub const APPLY_PROMETHEUS: &str = "kubectl apply -k config/prometheus";
@@ -102,10 +102,15 @@ pub const EKS_SUBSTITUTED: &[&str] = &[
     EKS_RECOVER_CLUSTER,
 ];
 
-/// A command of the EKS guide with its chart package (`EKS_PACKAGE`) replaced by `package`.
+/// The chart package docs/install.md's upgrade names, for whatever release one upgrades to.
+pub const DOC_PACKAGE: &str = "dist/neuron-dra-operator-VERSION.tgz";
+
+/// A documented command with its chart package (the EKS guide's `EKS_PACKAGE`, or install.md's `DOC_PACKAGE`)
+/// replaced by `package`.
 pub fn with_package(command: &str, package: &std::path::Path) -> String {
-    assert!(command.contains(EKS_PACKAGE), "{command}");
-    command.replace(EKS_PACKAGE, package.to_str().unwrap())
+    let shown = [EKS_PACKAGE, DOC_PACKAGE].into_iter().find(|shown| command.contains(shown));
+    let shown = shown.unwrap_or_else(|| panic!("no chart package in {command}"));
+    command.replace(shown, package.to_str().unwrap())
 }
 
 /// The ```sh lines of a Markdown file (comments and blank lines left out).
