@@ -79,8 +79,8 @@ image:
 bundle-image:
 	$(CONTAINER_TOOL) build -f bundle/bundle.Dockerfile -t $(BUNDLE_IMG) bundle
 
-## Helm and the bundle validator built from Go modules, promtool unpacked from Debian's package, into ~/.cache
-## (once per version).
+## Helm, the bundle validator, kstatus and actionlint built from Go modules, promtool unpacked from Debian's
+## package, into ~/.cache (once per version).
 tools:
 	hack/tools.sh build
 

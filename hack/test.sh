@@ -5,10 +5,11 @@
 #   KUBE_OLDEST KUBE_NEWEST NEWEST_TESTS NODE_TESTS NODE_TESTS_NEWEST
 #
 # Everything that is built from Go modules is cached in ~/.cache, so only a cold machine builds it. There, what
-# the first phase does not need (Helm, the bundle validator, the newest control plane and its kubelet) is built in
-# the background at the lowest CPU priority (nice 19): it takes only the CPU the Rust build's serial stretches and
-# the mostly waiting integration tests leave idle, so it neither slows the foreground nor makes timing-sensitive
-# tests flaky, and by the newest phase it is usually done. Its log is target/background-build.log. A background
+# the Rust build does not need (actionlint first, for the workflow lint after the Rust build; Helm, the bundle
+# validator, kstatus, the newest control plane and its kubelet) is built in the background at the lowest CPU
+# priority (nice 19): it takes only the CPU the Rust build's serial stretches and the mostly waiting integration
+# tests leave idle, so it neither slows the foreground nor makes timing-sensitive tests flaky, and by the newest
+# phase it is usually done. Its log is target/background-build.log. A background
 # build that fails is not fatal here: the tests that need a tool build it themselves (hack/tools.sh path), and the
 # newest phase builds its control plane again in the foreground, where a failure stops the run with its error.
 # Between the phases, `make release-check` builds and checks the release's fast subset (docs/release.md).
@@ -29,13 +30,13 @@ stop_background() {
 trap stop_background EXIT
 
 mkdir -p target
-log "building Helm, the bundle validator, kstatus, the arm64 operator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
+log "building actionlint, Helm, the bundle validator, kstatus, the arm64 operator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
 # Its own process group (set -m), so stop_background ends the go builds too.
 set -m
 # shellcheck disable=SC2016 # expanded by the inner shell
 nice -n 19 bash -c '
   set -e
-  hack/tools.sh build helm bundle-validate kstatus
+  hack/tools.sh build actionlint helm bundle-validate kstatus
   hack/release.sh binary aarch64 release-check >/dev/null
   KUBE_VERSION="$1" hack/controlplane.sh build
   KUBE_VERSION="$1" hack/node.sh build kubelet
@@ -43,10 +44,13 @@ nice -n 19 bash -c '
 background=$!
 set +m
 
-# `make lint`: format, clippy, the dependencies' licences, the workflows.
-CARGO="${CARGO}" hack/lint.sh
+# `make lint`: format, clippy and the dependencies' licences first; the workflows after the Rust build, by when the
+# background build has usually built actionlint (hack/tools.sh locks each tool on its own, so this waits at most for
+# actionlint, never for the tools after it).
+CARGO="${CARGO}" hack/lint.sh rust licenses
 # Everything the tests run, built before any timing-sensitive test starts.
 "${CARGO}" test --locked --no-run
+hack/lint.sh workflows
 KUBE_VERSION="${KUBE_OLDEST}" hack/controlplane.sh build
 KUBE_VERSION="${KUBE_OLDEST}" hack/node.sh build
 hack/images.sh build

@@ -14,7 +14,8 @@
 #   hack/tools.sh path TOOL                            build (or unpack) if needed, print the binary's path; TOOL is
 #                                                      helm, promtool, bundle-validate, actionlint, kstatus, zig,
 #                                                      cargo-zigbuild or cargo-cyclonedx
-#   hack/tools.sh build [TOOL...]                      build if needed (every tool by default)
+#   hack/tools.sh build [TOOL...]                      build if needed (by default the test and lint tools:
+#                                                      helm, promtool, bundle-validate, kstatus, actionlint)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
 #   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
 #   hack/tools.sh kueue-crds                           print the directory holding Kueue's CRDs
@@ -249,7 +250,7 @@ main() {
     build)
       shift
       local -a tools=("$@")
-      ((${#tools[@]})) || tools=(helm promtool bundle-validate kstatus)
+      ((${#tools[@]})) || tools=(helm promtool bundle-validate kstatus actionlint)
       local tool
       for tool in "${tools[@]}"; do ensure "${tool}" >/dev/null; done
       ;;

@@ -17,23 +17,11 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use support::cluster::{TEST_LABEL, eventually, kubectl};
 use support::scenario::{Scenario, TIMEOUT};
+use support::tools::kstatus;
 
 fn condition(config: &neuron_dra_operator::api::NeuronDRAConfig, type_: &str) -> (String, String, String) {
     let c = config.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == type_).unwrap();
     (c.status.clone(), c.reason.clone(), c.message.clone())
-}
-
-/// kstatus's verdict on each object of a JSON stream, one line each (tests/tools/kstatus).
-fn kstatus(objects: &str) -> String {
-    let mut kstatus = std::process::Command::new(support::tools::tool("kstatus"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut kstatus.stdin.take().unwrap(), objects.as_bytes()).unwrap();
-    let out = kstatus.wait_with_output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn sample(name: &str) -> serde_json::Value {

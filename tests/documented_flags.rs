@@ -65,20 +65,25 @@ fn parse_allowing(args: &[&str], allowed: &[ErrorKind]) -> Result<(), String> {
     }
 }
 
-/// Every long flag of every subcommand, hidden aliases included: name -> (subcommand, takes a value).
+/// Every long flag of every subcommand, hidden aliases included: name -> (subcommand, complete when shown bare). A
+/// flag is complete bare when it takes no value (`--kueue`) or its value may be left out (`--leader-elect`, which
+/// means `--leader-elect=true`); one whose value is required (`--metrics-cert-dir`) is not.
 fn operator_flags() -> BTreeMap<String, Vec<(String, bool)>> {
     let mut flags: BTreeMap<String, Vec<(String, bool)>> = BTreeMap::new();
-    for sub in Cli::command().get_subcommands() {
+    let mut cli = Cli::command();
+    cli.build(); // fills in each argument's number of values (before, `num_args` is unset unless given)
+    for sub in cli.get_subcommands() {
         for arg in sub.get_arguments() {
-            let takes_value = arg.get_action().takes_values();
+            let optional_value = arg.get_num_args().is_some_and(|n| n.min_values() == 0);
+            let complete_bare = !arg.get_action().takes_values() || optional_value;
             let names = arg.get_long().into_iter().chain(arg.get_all_aliases().unwrap_or_default());
             for name in names {
-                flags.entry(format!("--{name}")).or_default().push((sub.get_name().to_string(), takes_value));
+                flags.entry(format!("--{name}")).or_default().push((sub.get_name().to_string(), complete_bare));
             }
         }
     }
     for global in ["--help", "--version"] {
-        flags.insert(global.into(), vec![(String::new(), false)]);
+        flags.insert(global.into(), vec![(String::new(), true)]);
     }
     flags
 }
@@ -182,9 +187,9 @@ fn check_snippet(snippet: &str, flags: &BTreeMap<String, Vec<(String, bool)>>) -
         });
     };
     let words: Vec<&str> = flag.split_whitespace().collect();
-    let complete = flag.contains('=') || words.len() > 1 || owners.iter().any(|(_, takes_value)| !takes_value);
+    let complete = flag.contains('=') || words.len() > 1 || owners.iter().any(|(_, complete_bare)| *complete_bare);
     if !complete {
-        return None; // a flag named without its value (`--metrics-cert-dir`): the name is the operator's
+        return None; // a flag named without the value it needs (`--metrics-cert-dir`): the name is the operator's
     }
     let errors: Vec<String> = owners
         .iter()
@@ -236,6 +241,13 @@ fn the_checker_refuses_what_the_binary_refuses() {
         assert_eq!(check_snippet(good, &flags), None, "{good}");
     }
     assert!(check_snippet("--log-format=yaml", &flags).is_some());
+    // A flag whose value may be left out is parsed when shown bare, one that needs its value is not: under a
+    // subcommand that has neither, the first is refused and the second still passes as a name.
+    for (flag, complete_bare) in [("--leader-elect", true), ("--metrics-secure", true), ("--metrics-cert-dir", false)] {
+        assert_eq!(flags[flag], vec![("run".to_string(), complete_bare)], "{flag}");
+        let elsewhere = BTreeMap::from([(flag.to_string(), vec![("crd".to_string(), complete_bare)])]);
+        assert_eq!(check_snippet(flag, &elsewhere).is_some(), complete_bare, "{flag} checked bare");
+    }
     assert!(check_snippet("--lease-duration=2", &flags).is_some(), "too short a lease");
     let usage = "neuron-dra-operator render -f CONFIG.yaml [--namespace NS]... [--kueue]";
     assert_eq!(check_snippet(usage, &flags), None);

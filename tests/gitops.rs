@@ -1,15 +1,15 @@
 //! What GitOps tools make of a config's status (docs/gitops.md), with their own code: kstatus itself
 //! (sigs.k8s.io/cli-utils' `status.Compute`, built from its Go module by hack/tools.sh) and the Argo CD health
-//! check `config/argocd/health.lua` run by Debian's Lua interpreter, over statuses the operator's own status code
-//! (`logic::status::compute`) made for a config that is Ready, rolling out, invalid, halted, paused, sick but done,
-//! changed and not yet observed, and new (the CRD's default status). No cluster needed.
+//! check `config/argocd/health.lua` run by Debian's `lua5.1` (Argo CD's gopher-lua is Lua 5.1), over statuses the
+//! operator's own status code (`logic::status::compute`) made for a config that is Ready, rolling out, invalid,
+//! halted, paused, sick but done, changed and not yet observed, and new (the CRD's default status). No cluster needed.
 
 mod support {
     pub mod cluster;
     pub mod tools;
 }
 
-use std::process::{Command, Stdio};
+use std::path::Path;
 
 use neuron_dra_operator::api::{DeviceSummary, DriverStatus, RolloutState, RolloutStatus};
 use neuron_dra_operator::logic::status::{self, Health, Observation, Rollout, Validity};
@@ -112,7 +112,7 @@ fn crd_default_status() -> Value {
 #[test]
 fn kstatus_reads_ready_as_current_work_as_in_progress_and_a_stall_as_failed() {
     let input: String = cases().iter().map(|c| format!("{}\n", object(c))).collect();
-    let out = run(&support::tools::tool("kstatus"), &[], &input);
+    let out = support::tools::kstatus(&input);
     let verdicts: Vec<(&str, &str)> =
         out.lines().map(|l| l.split_once(' ').unwrap()).map(|(o, rest)| (o, rest.split(' ').next().unwrap())).collect();
     let expected: Vec<(String, &str)> =
@@ -154,9 +154,15 @@ fn argo_health(object: &Value) -> (String, String) {
         lua(object),
         lua(&json!(script.to_str().unwrap()))
     );
-    let out = run(std::path::Path::new("lua5.4"), &["-"], &driver);
+    let out = lua51(&driver, "config/argocd/health.lua");
     let (status, message) = out.split_once('\n').unwrap_or((&out, ""));
     (status.to_string(), message.to_string())
+}
+
+/// What a Lua 5.1 chunk writes, run by Debian's `lua5.1` (the package of that name; .ci/run installs it).
+fn lua51(chunk: &str, what: &str) -> String {
+    let out = support::tools::run_with_input(Path::new("lua5.1"), &["-"], &repo("."), &[], Some(chunk));
+    out.ok(&format!("lua5.1 (Debian's package lua5.1; .ci/run installs it) running {what}"))
 }
 
 /// A JSON value as a Lua table constructor (what Argo CD hands the script as `obj`).
@@ -165,7 +171,7 @@ fn lua(value: &Value) -> String {
         Value::Null => "nil".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("\"{}\"", s.escape_default()),
+        Value::String(s) => lua_string(s),
         Value::Array(items) => format!("{{{}}}", items.iter().map(lua).collect::<Vec<_>>().join(", ")),
         Value::Object(map) => {
             let fields: Vec<String> = map.iter().map(|(k, v)| format!("[{}] = {}", lua(&json!(k)), lua(v))).collect();
@@ -174,20 +180,27 @@ fn lua(value: &Value) -> String {
     }
 }
 
-fn run(program: &std::path::Path, args: &[&str], stdin: &str) -> String {
-    use std::io::Write;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("{}: {e} (lua5.4 is Debian's package of that name; .ci/run installs it)", program.display())
-        });
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{}: {stdout}{}", program.display(), String::from_utf8_lossy(&out.stderr));
-    stdout
+/// A Lua 5.1 string literal: printable ASCII as it is, every other byte of the UTF-8 (and `"` and `\`) as a decimal
+/// escape `\ddd`, always three digits so a digit after it is not read into it. Lua 5.1 has no `\u{...}` or `\x..`.
+fn lua_string(text: &str) -> String {
+    let mut literal = String::from("\"");
+    for byte in text.bytes() {
+        if (b' '..=b'~').contains(&byte) && byte != b'"' && byte != b'\\' {
+            literal.push(char::from(byte));
+        } else {
+            literal.push_str(&format!("\\{byte:03}"));
+        }
+    }
+    literal.push('"');
+    literal
+}
+
+/// The encoder's strings read back byte for byte in Lua 5.1: quotes, backslashes, control characters, a digit after
+/// an escape, and characters beyond ASCII.
+#[test]
+fn lua_strings_read_back_in_lua_5_1() {
+    let text = "say \"hi\" \\ tab\there\n1\u{7}2 caf\u{e9} \u{1f600} 0";
+    assert!(lua_string(text).is_ascii(), "{}", lua_string(text));
+    let chunk = format!("io.write({})", lua_string(text));
+    assert_eq!(lua51(&chunk, "the encoder's string"), text);
 }

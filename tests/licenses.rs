@@ -1,8 +1,9 @@
-//! Every crate the operator and its tests are built from carries a licence `deny.toml` allows (`make lint` runs this
-//! test): the licence expression of each package `cargo metadata` resolves for the platforms deny.toml names, read
-//! with the spdx crate cargo-deny itself uses. An `OR` passes when one choice is allowed, an `AND` needs both, a
-//! missing or unparseable licence fails. deny.toml is in cargo-deny's format, so `cargo deny check licenses` reads the
-//! same list (docs/decisions.md says why the lint does not build cargo-deny).
+//! Every crate the operator and its tests are built from carries a licence `deny.toml` allows: the licence expression
+//! of each package `cargo metadata` resolves for the platforms deny.toml names, read with the spdx crate cargo-deny
+//! itself uses. An `OR` passes when one choice is allowed, an `AND` needs both, a missing or unparseable licence
+//! fails. deny.toml is in cargo-deny's format, so `cargo deny check licenses` reads the same list (docs/decisions.md
+//! says why the lint does not build cargo-deny). The tests are ignored by a plain `cargo test`: `make lint`
+//! (`hack/lint.sh licenses`) runs them with `--ignored`, so `make test` runs them once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -55,6 +56,7 @@ fn packages_on(target: &str) -> BTreeMap<String, Option<String>> {
 }
 
 #[test]
+#[ignore = "run by make lint"]
 fn every_dependency_carries_an_allowed_licence() {
     let allowed: BTreeSet<String> = deny_list("allow").into_iter().collect();
     let targets = deny_list("targets");
@@ -76,6 +78,7 @@ fn every_dependency_carries_an_allowed_licence() {
 
 /// The judge refuses what it must: copyleft alone or required, no licence, nonsense.
 #[test]
+#[ignore = "run by make lint"]
 fn the_licence_judge_reads_expressions_as_cargo_deny_does() {
     let allowed: BTreeSet<String> =
         ["MIT", "Apache-2.0", "Apache-2.0 WITH LLVM-exception"].into_iter().map(String::from).collect();

@@ -260,12 +260,9 @@ fn anchors_follow_github() {
 #[test]
 fn every_other_place_links_the_one_upgrade_procedure_and_gives_no_commands_of_its_own() {
     let own_commands = ["helm upgrade neuron-dra-operator", "-f crds/", "apply -k config/crd", "kubectl replace"];
-    for path in [
-        "README.md",
-        "charts/neuron-dra-operator/templates/NOTES.txt",
-        "docs/operations.md",
-        "docs/install-eks.md",
-    ] {
+    for path in
+        ["README.md", "charts/neuron-dra-operator/templates/NOTES.txt", "docs/operations.md", "docs/install-eks.md"]
+    {
         let text = read(path);
         assert!(text.contains("install.md#upgrading"), "{path} does not link docs/install.md#upgrading");
         for command in own_commands {

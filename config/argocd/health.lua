@@ -1,7 +1,8 @@
--- Argo CD health check for neurondra.io NeuronDRAConfig (docs/gitops.md has how to install it). It reads what
--- kstatus reads: status.observedGeneration against metadata.generation, then the abnormal-true conditions Stalled
--- (Degraded) and Reconciling (Progressing); Ready=True is Healthy, spec.paused is Suspended. Written for the Lua 5.1
--- Argo CD embeds (gopher-lua); tests/gitops.rs runs it with Debian's lua5.4 over statuses the operator computed.
+-- Argo CD health check for neurondra.io NeuronDRAConfig (docs/gitops.md has how to install it). Like kstatus it
+-- reads status.observedGeneration against metadata.generation, then the abnormal-true conditions Stalled (Degraded)
+-- and Reconciling (Progressing); Ready=True is Healthy. status.phase "Paused" (the operator's report of spec.paused,
+-- which kstatus does not read) is Suspended. Written for the Lua 5.1 Argo CD embeds (gopher-lua); tests/gitops.rs
+-- runs it with Debian's lua5.1 over statuses the operator computed.
 local hs = { status = "Progressing", message = "waiting for the operator to report a status" }
 local status = obj.status
 if status == nil or status.observedGeneration == nil then

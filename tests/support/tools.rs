@@ -90,14 +90,37 @@ impl From<Output> for Run {
     }
 }
 
-/// Runs a program in `dir` with extra environment variables.
+/// Runs a program in `dir` with extra environment variables and nothing on its standard input.
 pub fn run(program: &Path, args: &[&str], dir: &Path, env: &[(&str, &Path)]) -> Run {
+    run_with_input(program, args, dir, env, None)
+}
+
+/// As `run`, with `input` written to the program's standard input (closed after it); None: empty input.
+pub fn run_with_input(program: &Path, args: &[&str], dir: &Path, env: &[(&str, &Path)], input: Option<&str>) -> Run {
     let mut command = Command::new(program);
-    command.args(args).current_dir(dir).stdin(Stdio::null());
+    command.args(args).current_dir(dir).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
     for (key, value) in env {
         command.env(key, value);
     }
-    command.output().unwrap_or_else(|e| panic!("{}: {e}", program.display())).into()
+    let mut child = command.spawn().unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    // The input is written from another thread: a program that prints much before reading all of it would
+    // otherwise block on a full stdout pipe while this side blocks on a full stdin pipe. A program that exits
+    // without reading all of it breaks the pipe; its output and exit status say why.
+    let out = std::thread::scope(|scope| {
+        if let Some(input) = input {
+            let mut stdin = child.stdin.take().unwrap();
+            scope.spawn(move || std::io::Write::write_all(&mut stdin, input.as_bytes()));
+        }
+        child.wait_with_output()
+    });
+    out.unwrap_or_else(|e| panic!("{}: {e}", program.display())).into()
+}
+
+/// kstatus's verdict on each object of a stream of JSON objects, one line each: `Kind/name Status message`
+/// (tests/tools/kstatus, sigs.k8s.io/cli-utils' `status.Compute`).
+pub fn kstatus(stream: &str) -> String {
+    run_with_input(&tool("kstatus"), &[], &repo("."), &[], Some(stream)).ok("kstatus")
 }
 
 /// A fresh directory under the system temp dir, unique to this process and `name`.
