@@ -11,15 +11,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The quoted strings of one array of deny.toml (`allow = [...]`, `targets = [...]`): the file is the project's own
-/// and holds nothing but flat arrays of strings there.
-fn deny_list(key: &str) -> Vec<String> {
+/// One list of deny.toml: `licenses.allow` or `graph.targets`.
+fn deny_list(table: &str, key: &str) -> Vec<String> {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deny.toml")).unwrap();
-    let start = text.find(&format!("\n{key} = [")).unwrap_or_else(|| panic!("deny.toml has no {key} list"));
-    let body = &text[start..][..text[start..].find(']').unwrap()];
-    let strings =
-        body.lines().map(|line| line.split('#').next().unwrap()).flat_map(|line| line.split('"').skip(1).step_by(2));
-    strings.map(str::to_string).collect()
+    let deny: toml::Table = toml::from_str(&text).expect("deny.toml parses");
+    let list = deny.get(table).and_then(|t| t.get(key)).and_then(|l| l.as_array());
+    let list = list.unwrap_or_else(|| panic!("deny.toml has no {table}.{key} list"));
+    list.iter().map(|item| item.as_str().expect("a string").to_string()).collect()
 }
 
 /// Whether a licence expression is allowed; the reason when not.
@@ -58,8 +56,8 @@ fn packages_on(target: &str) -> BTreeMap<String, Option<String>> {
 #[test]
 #[ignore = "run by make lint"]
 fn every_dependency_carries_an_allowed_licence() {
-    let allowed: BTreeSet<String> = deny_list("allow").into_iter().collect();
-    let targets = deny_list("targets");
+    let allowed: BTreeSet<String> = deny_list("licenses", "allow").into_iter().collect();
+    let targets = deny_list("graph", "targets");
     assert!(allowed.contains("Apache-2.0") && !targets.is_empty(), "deny.toml's lists: {allowed:?} {targets:?}");
     let mut packages = BTreeMap::new();
     for target in &targets {
