@@ -73,6 +73,27 @@ pub struct Options {
     /// nothing the operator reads (the benchmark's "before" figure; never needed in production).
     #[arg(long, hide = true)]
     pub trigger_on_every_event: bool,
+    /// The namespaces a config's `driver.namespace` may name, as the install's fence allows them (ConfigMap
+    /// neuron-dra-fence): names, `prefix*` or `*suffix`, comma-separated. A config outside them is refused in its
+    /// status. Default: not checked here (the operator's admission policy still refuses the writes).
+    #[arg(long, env = "DRIVER_NAMESPACES", value_delimiter = ',', value_name = "PATTERNS")]
+    pub driver_namespaces: Vec<String>,
+    /// The image repositories `driver.image` may come from, likewise (`R` allows `R:tag` and `R@digest`).
+    #[arg(long, env = "DRIVER_IMAGE_REPOSITORIES", value_delimiter = ',', value_name = "REPOSITORIES")]
+    pub driver_image_repositories: Vec<String>,
+}
+
+impl Options {
+    /// The install's allow-list, blanks dropped.
+    fn allowed(&self) -> crate::logic::fence::Allowed {
+        let listed = |values: &[String]| {
+            values.iter().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect::<Vec<_>>()
+        };
+        crate::logic::fence::Allowed {
+            driver_namespaces: listed(&self.driver_namespaces),
+            image_repositories: listed(&self.driver_image_repositories),
+        }
+    }
 }
 
 /// What a reconcile reads of a config beyond its status: a change of anything else triggers one. Its own status write
@@ -97,6 +118,21 @@ fn owner_in<K: Resource>(
     move |object| {
         let config = ObjectRef::new(object.labels().get(LABEL_CONFIG)?);
         configs.get(&config).map(|_| config)
+    }
+}
+
+/// Maps a plugin pod to its config, but only from that config's driver namespace: any tenant who may create pods can
+/// copy the plugin's labels onto its own, and those must never trigger a reconcile (nor are they counted:
+/// `Snapshot::plugin_pods_of` goes by the DaemonSet's uid).
+fn plugin_pod_owner(
+    configs: &Store<GuardedConfig>,
+) -> impl Fn(PodView) -> Option<ObjectRef<GuardedConfig>> + Send + Sync + 'static {
+    let configs = configs.clone();
+    move |pod| {
+        let config = ObjectRef::new(pod.labels().get(LABEL_CONFIG)?);
+        let stored = configs.get(&config)?;
+        let driver_namespace = &stored.0.as_ref().ok()?.spec.driver.namespace;
+        (pod.namespace().as_ref() == Some(driver_namespace)).then_some(config)
     }
 }
 
@@ -213,6 +249,7 @@ pub async fn run_controller(
         metrics,
         capabilities: Default::default(),
         taint_rules: taint_rule_resource,
+        allowed: args.allowed(),
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),
@@ -234,7 +271,7 @@ pub async fn run_controller(
     inputs.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
     let controller = controller
         .reconcile_on(futures::stream::select_all(owned_streams))
-        .watches_stream(watch::changes::changed_objects(pods_stream), owner_in(&configs))
+        .watches_stream(watch::changes::changed_objects(pods_stream), plugin_pod_owner(&configs))
         .watches_stream(revisions_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);

@@ -36,6 +36,9 @@ fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
                 "namespace {ns} is being deleted; the plugin is applied once it is gone"
             ));
         }
+        Driver::Unfenced => {
+            return Rollout::Unfenced(plan.unfenced.clone().unwrap_or_default());
+        }
         Driver::Apply => {}
     }
     let ds = &plan.desired.daemon_set;

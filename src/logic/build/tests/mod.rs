@@ -306,17 +306,7 @@ fn render_output_is_deterministic_and_in_apply_order() {
     let kinds: Vec<&str> = first.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
     assert_eq!(
         kinds,
-        [
-            "Namespace",
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding",
-            "DeviceClass",
-            "DaemonSet",
-            "ResourceClaimTemplate"
-        ]
+        ["Namespace", "ServiceAccount", "ClusterRoleBinding", "DeviceClass", "DaemonSet", "ResourceClaimTemplate"]
     );
 }
 
@@ -327,22 +317,6 @@ fn offline_render_has_no_owner_references() {
     let desired = build(&cfg, &["ns".to_string()]);
     assert!(desired.templates[0].metadata.owner_references.is_none());
     assert!(desired.daemon_set.metadata.owner_references.is_none());
-}
-
-#[test]
-fn the_fence_matches_only_the_plugins_service_account_and_is_bound() {
-    let cfg = config(json!([{"name": "a", "training": {"devices": 4}}]));
-    let desired = build(&cfg, &[]);
-    let policy = desired.admission_policy.spec.as_ref().unwrap();
-    let conditions = policy.match_conditions.as_ref().unwrap();
-    let user = format!("system:serviceaccount:{}:neuron-dra-pool", cfg.spec.driver.namespace);
-    assert_eq!(conditions[0].expression, format!("request.userInfo.username == '{user}'"));
-    assert_eq!(policy.failure_policy.as_deref(), Some("Fail"));
-    let rules = policy.match_constraints.as_ref().unwrap().resource_rules.as_ref().unwrap();
-    assert_eq!(rules[0].resources.as_deref(), Some(&["resourceslices".to_string()][..]));
-    let binding = desired.admission_policy_binding.spec.as_ref().unwrap();
-    assert_eq!(binding.policy_name, desired.admission_policy.metadata.name);
-    assert_eq!(binding.validation_actions.as_deref(), Some(&["Deny".to_string()][..]));
 }
 
 mod driver;
