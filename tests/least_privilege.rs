@@ -94,7 +94,7 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
     };
     let mut kube_system = rendered.clone();
     kube_system["metadata"]["namespace"] = json!("kube-system");
-    let rule = "the operator may write daemonsets only in a driver namespace (ConfigMap neuron-dra-fence, driverNamespaces); kube-system is not one";
+    let rule = "the operator may write daemonsets only in a driver namespace (the install's namespacePatterns); kube-system is not one";
     assert_refused("a DaemonSet in kube-system", create(&operator, &kube_system).await, rule);
 
     let pod = "/spec/template/spec";

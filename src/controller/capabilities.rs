@@ -11,7 +11,7 @@ use kube::core::ApiResource;
 use tokio::sync::OnceCell;
 
 use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
-use crate::logic::fence;
+use crate::logic::fence::{self, Allowed};
 
 #[derive(Default)]
 pub struct Capabilities {
@@ -20,13 +20,12 @@ pub struct Capabilities {
     /// Whether the EFA driver's DeviceClass exists, and when that was read: installed or removed at any time, so
     /// read again after `EFA_CLASS_TTL` rather than watched.
     efa_class: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
-    /// The plugin's fences as last judged, and when: read again after `FENCE_TTL`.
-    fence: std::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
     /// A judgement that is never read again (the reconcile tests' world, which has no admission objects).
-    fixed_fence: Option<Result<(), String>>,
+    fixed_fence: Option<Result<Allowed, String>>,
 }
 
-/// How long the judgement of the plugin's fences is kept: a fence deleted or restored is seen within this.
+/// How soon a config whose plugin is unfenced looks again: admission objects are read by name, not watched, so a
+/// restored fence brings no event.
 pub const FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the answer about the EFA DeviceClass is kept; a config that lacks it is looked at again after this.
@@ -96,32 +95,31 @@ impl Capabilities {
 impl Capabilities {
     /// Capabilities whose fences are judged once and for all: `verdict`.
     #[cfg(test)]
-    pub fn with_fence(verdict: Result<(), String>) -> Self {
+    pub fn with_fence(verdict: Result<Allowed, String>) -> Self {
         Capabilities { fixed_fence: Some(verdict), ..Capabilities::default() }
     }
 
-    /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence`), read by name at most once per
-    /// `FENCE_TTL`. A fence the operator may not read counts as missing, with the server's reason.
-    pub async fn fence(&self, client: &Client) -> Result<Result<(), String>, kube::Error> {
+    /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence`), and then what the install
+    /// allows a plugin; read by name on every pass (four GETs at once), since a fence is only as good as the moment
+    /// it is checked. A fence the operator may not read counts as missing.
+    pub async fn fence(&self, client: &Client) -> Result<Result<Allowed, String>, kube::Error> {
         if let Some(fixed) = &self.fixed_fence {
             return Ok(fixed.clone());
         }
-        let cached = self.fence.lock().expect("not poisoned").clone();
-        if let Some((_, verdict)) = cached.filter(|(read, _)| read.elapsed() < FENCE_TTL) {
-            return Ok(verdict);
-        }
         let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
         let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-        let mut found = Vec::new();
-        for name in fence::names() {
-            let (policy, binding) = tokio::try_join!(read(&policies, &name), read(&bindings, &name))?;
-            found.push(fence::Found { policy, binding });
-        }
+        let reads = fence::names().into_iter().map(|name| {
+            let (policies, bindings) = (&policies, &bindings);
+            async move {
+                let (policy, binding) = tokio::try_join!(read(policies, &name), read(bindings, &name))?;
+                Ok::<_, kube::Error>(fence::Found { policy, binding })
+            }
+        });
+        let found = futures::future::try_join_all(reads).await?;
         let verdict = fence::judge(&found);
         if let Err(problem) = &verdict {
             tracing::warn!(%problem, "the kubelet plugin's fence is not in place");
         }
-        *self.fence.lock().expect("not poisoned") = Some((std::time::Instant::now(), verdict.clone()));
         Ok(verdict)
     }
 }

@@ -24,8 +24,6 @@ pub struct Context {
     pub capabilities: super::capabilities::Capabilities,
     /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
     pub taint_rules: Option<kube::core::ApiResource>,
-    /// What the install allows a plugin DaemonSet (`--driver-namespaces`, `--driver-image-repositories`).
-    pub allowed: crate::logic::fence::Allowed,
     /// Consecutive failures per config, for exponential backoff.
     pub(super) failures: Mutex<HashMap<String, u32>>,
     /// Configs reported as unparseable, with the error: reported once, not on every event.

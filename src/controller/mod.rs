@@ -73,27 +73,6 @@ pub struct Options {
     /// nothing the operator reads (the benchmark's "before" figure; never needed in production).
     #[arg(long, hide = true)]
     pub trigger_on_every_event: bool,
-    /// The namespaces a config's `driver.namespace` may name, as the install's fence allows them (ConfigMap
-    /// neuron-dra-fence): names, `prefix*` or `*suffix`, comma-separated. A config outside them is refused in its
-    /// status. Default: not checked here (the operator's admission policy still refuses the writes).
-    #[arg(long, env = "DRIVER_NAMESPACES", value_delimiter = ',', value_name = "PATTERNS")]
-    pub driver_namespaces: Vec<String>,
-    /// The image repositories `driver.image` may come from, likewise (`R` allows `R:tag` and `R@digest`).
-    #[arg(long, env = "DRIVER_IMAGE_REPOSITORIES", value_delimiter = ',', value_name = "REPOSITORIES")]
-    pub driver_image_repositories: Vec<String>,
-}
-
-impl Options {
-    /// The install's allow-list, blanks dropped.
-    fn allowed(&self) -> crate::logic::fence::Allowed {
-        let listed = |values: &[String]| {
-            values.iter().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect::<Vec<_>>()
-        };
-        crate::logic::fence::Allowed {
-            driver_namespaces: listed(&self.driver_namespaces),
-            image_repositories: listed(&self.driver_image_repositories),
-        }
-    }
 }
 
 /// What a reconcile reads of a config beyond its status: a change of anything else triggers one. Its own status write
@@ -249,7 +228,6 @@ pub async fn run_controller(
         metrics,
         capabilities: Default::default(),
         taint_rules: taint_rule_resource,
-        allowed: args.allowed(),
         failures: Mutex::default(),
         unparseable: Mutex::default(),
         unhealthy_seen: Mutex::default(),

@@ -214,8 +214,11 @@ async fn report_refused(
 }
 
 async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
-    let fence = ctx.capabilities.fence(&ctx.client).await.map_err(Error::Probe)?;
-    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone()).with_install(fence, ctx.allowed.clone());
+    let (fence, allowed) = match ctx.capabilities.fence(&ctx.client).await.map_err(Error::Probe)? {
+        Ok(allowed) => (Ok(()), allowed),
+        Err(problem) => (Err(problem), Default::default()),
+    };
+    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone()).with_install(fence, allowed);
     let plan = match Plan::new(config, &snapshot, status::now().as_second()) {
         Ok(plan) => plan,
         Err(invalid) => {

@@ -5,7 +5,9 @@
 //! The fences are installed with the operator (config/rbac/plugin_fence.yaml and its bindings), never written by
 //! it: the operator may only read them, by name. The API server adds defaults to what it stores, so a fence is
 //! judged by what the shipped file sets (every field of it, with the same value; lists of the same length) and by
-//! the fields that would narrow it, which the file leaves out and must stay empty.
+//! the fields that would narrow it, which the file leaves out and must stay empty. The variables the install sets
+//! (`INSTALL_VARIABLES`: the driver namespaces, image repositories and operator) may differ; the operator reads
+//! its allow-list from them.
 
 use serde_json::Value;
 
@@ -14,6 +16,9 @@ use crate::api::DriverSpec;
 /// The shipped policies, in order: what a plugin may write, and who may start one.
 const POLICIES: &str = include_str!("../../config/rbac/plugin_fence.yaml");
 const BINDINGS: &str = include_str!("../../config/rbac/plugin_fence_binding.yaml");
+
+/// The policy variables whose expressions the install sets (a list of strings each), not the shipped file.
+pub const INSTALL_VARIABLES: [&str; 3] = ["namespacePatterns", "imagePatterns", "operators"];
 
 /// One fence as read from the server: the policy and the binding of its name (None when missing).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -27,56 +32,110 @@ pub fn names() -> Vec<String> {
     shipped(POLICIES).iter().map(|policy| name_of(policy).to_string()).collect()
 }
 
-/// Ok when every fence in `found` (in the order of `names`) is in place as shipped; otherwise one line that says
-/// which is not, and how to restore it.
-pub fn judge(found: &[Found]) -> Result<(), String> {
+/// When every fence in `found` (in the order of `names`) is in place as shipped, what the install allows a plugin
+/// (read from the fences' install variables); otherwise one line that says which fence is not, and how to restore
+/// it.
+pub fn judge(found: &[Found]) -> Result<Allowed, String> {
     let policies = shipped(POLICIES);
     let bindings = shipped(BINDINGS);
+    let mut allowed = Allowed::default();
     for ((expected_policy, expected_binding), found) in policies.iter().zip(&bindings).zip(found) {
         let name = name_of(expected_policy);
-        let problem = judge_one(expected_policy, expected_binding, found);
-        if let Some(problem) = problem {
-            return Err(format!(
-                "the kubelet plugin's fence {name} {problem}: the plugin DaemonSet is neither created nor changed \
-                 until the fence is restored (apply the operator's install again, docs/install.md)"
-            ));
+        match judge_one(expected_policy, expected_binding, found) {
+            Ok(Some(install)) => allowed = install,
+            Ok(None) => {}
+            Err(problem) => {
+                return Err(format!(
+                    "the kubelet plugin's fence {name} {problem}: the plugin DaemonSet is neither created nor \
+                     changed until the fence is restored (apply the operator's install again, docs/install.md)"
+                ));
+            }
         }
     }
-    Ok(())
+    Ok(allowed)
 }
 
-fn judge_one(expected_policy: &Value, expected_binding: &Value, found: &Found) -> Option<String> {
+/// The install variables of a policy's spec, by name: their expressions as lists of strings.
+fn install_variables(spec: &Value) -> Result<Vec<(String, Vec<String>)>, String> {
+    let variables = spec["variables"].as_array().cloned().unwrap_or_default();
+    let mut found = Vec::new();
+    for variable in variables {
+        let name = variable["name"].as_str().unwrap_or_default();
+        if INSTALL_VARIABLES.contains(&name) {
+            let expression = variable["expression"].as_str().unwrap_or_default();
+            let list = string_list(expression)
+                .ok_or_else(|| format!("sets variable {name} to {expression:?}, not a list of strings"))?;
+            found.push((name.to_string(), list));
+        }
+    }
+    Ok(found)
+}
+
+/// `spec` with the install variables' expressions blanked: what the shipped file fixes.
+fn fixed_part(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    for variable in spec["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = Value::String(String::new());
+        }
+    }
+    spec
+}
+
+/// A CEL list of string literals (`['a', "b"]`), as the install writes it; None for anything else.
+fn string_list(expression: &str) -> Option<Vec<String>> {
+    let inner = expression.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner.is_empty() {
+        return Some(Vec::new());
+    }
+    inner
+        .split(',')
+        .map(|item| {
+            let item = item.trim();
+            let quoted = |q: char| item.strip_prefix(q)?.strip_suffix(q).filter(|s| !s.contains(['\\', '\'', '"']));
+            quoted('\'').or_else(|| quoted('"')).map(str::to_string)
+        })
+        .collect()
+}
+
+/// Ok with the install's allow-list when the policy declares one, or the problem.
+fn judge_one(expected_policy: &Value, expected_binding: &Value, found: &Found) -> Result<Option<Allowed>, String> {
     let Some(policy) = &found.policy else {
-        return Some("is missing (ValidatingAdmissionPolicy)".into());
+        return Err("is missing (ValidatingAdmissionPolicy)".into());
     };
     let Some(binding) = &found.binding else {
-        return Some("has no ValidatingAdmissionPolicyBinding".into());
+        return Err("has no ValidatingAdmissionPolicyBinding".into());
     };
-    if let Some(path) = differs(&expected_policy["spec"], &policy["spec"], "spec") {
-        return Some(format!("is not the policy the operator ships ({path} differs)"));
+    if let Some(path) = differs(&fixed_part(&expected_policy["spec"]), &fixed_part(&policy["spec"]), "spec") {
+        return Err(format!("is not the policy the operator ships ({path} differs)"));
     }
+    let variables = install_variables(&policy["spec"])?;
+    let allowed = (!variables.is_empty()).then(|| {
+        let list = |name: &str| variables.iter().find(|(n, _)| n == name).map(|(_, l)| l.clone()).unwrap_or_default();
+        Allowed { driver_namespaces: list("namespacePatterns"), image_repositories: list("imagePatterns") }
+    });
+    judge_binding(expected_binding, policy, binding).map_or(Ok(allowed), Err)
+}
+
+fn judge_binding(expected_binding: &Value, policy: &Value, binding: &Value) -> Option<String> {
     if let Some(path) = narrowed(&policy["spec"]["matchConstraints"], "spec.matchConstraints") {
         return Some(format!("is narrowed ({path} is set)"));
+    }
+    if policy["spec"]["paramKind"].is_object() {
+        return Some("is bound otherwise than shipped (spec.paramKind is set)".into());
     }
     let actions = binding["spec"]["validationActions"].as_array().cloned().unwrap_or_default();
     if !actions.iter().any(|a| a == "Deny") {
         return Some("is not enforced (its binding's validationActions lack Deny)".into());
     }
     let mut expected = expected_binding["spec"].clone();
-    // The binding's own fields checked apart: Deny among any actions, and the params in whatever namespace the
-    // install put them.
+    // Deny among any actions: checked apart.
     expected.as_object_mut().map(|spec| spec.remove("validationActions"));
-    if let Some(params) = expected.get_mut("paramRef").and_then(Value::as_object_mut) {
-        params.remove("namespace");
-    }
     if let Some(path) = differs(&expected, &binding["spec"], "binding spec") {
         return Some(format!("is bound otherwise than shipped ({path} differs)"));
     }
     if let Some(path) = narrowed(&binding["spec"]["matchResources"], "binding spec.matchResources") {
         return Some(format!("is narrowed ({path} is set)"));
-    }
-    if !binding["spec"]["paramRef"]["selector"].is_null() {
-        return Some("is bound otherwise than shipped (binding spec.paramRef.selector is set)".into());
     }
     None
 }
@@ -124,10 +183,9 @@ fn narrowed(resources: &Value, path: &str) -> Option<String> {
     None
 }
 
-/// What the install allows a plugin DaemonSet (ConfigMap `neuron-dra-fence`, passed to the operator as
-/// `--driver-namespaces` and `--driver-image-repositories`): the operator's own policy refuses anything else at
-/// admission, so a config outside it is refused in its status first, before anything is half-written. Empty lists
-/// are not checked here (the policy still is).
+/// What the install allows a plugin DaemonSet (the install variables of the fence `neuron-dra-plugin-pods`): the
+/// fences refuse anything else at admission, so a config outside it is refused in its status first, before
+/// anything is half-written. Empty lists are not checked here (the policies still are).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Allowed {
     /// Namespace patterns: a name, `prefix*` or `*suffix`.
@@ -145,8 +203,7 @@ impl Allowed {
             refusals.push((
                 "spec.driver.namespace",
                 format!(
-                    "{} is not a driver namespace this install allows ({}; ConfigMap neuron-dra-fence, \
-                     driverNamespaces)",
+                    "{} is not a driver namespace this install allows ({}; the fences' namespacePatterns)",
                     driver.namespace,
                     namespaces.join(", ")
                 ),
@@ -157,8 +214,7 @@ impl Allowed {
             refusals.push((
                 "spec.driver.image",
                 format!(
-                    "{} is not from a repository this install allows ({}; ConfigMap neuron-dra-fence, \
-                     imageRepositories)",
+                    "{} is not from a repository this install allows ({}; the fences' imagePatterns)",
                     driver.image,
                     images.join(", ")
                 ),
@@ -216,9 +272,6 @@ mod tests {
                     rule["scope"] = json!("*");
                 }
                 binding["spec"]["matchResources"] = defaults.clone();
-                if let Some(params) = binding["spec"]["paramRef"].as_object_mut() {
-                    params.insert("namespace".into(), json!("operators"));
-                }
                 Found { policy: Some(policy), binding: Some(binding) }
             })
             .collect()
@@ -263,7 +316,31 @@ mod tests {
     #[test]
     fn the_shipped_fences_as_stored_pass() {
         assert_eq!(names(), ["neuron-dra-plugin-fence", "neuron-dra-plugin-pods"]);
-        assert_eq!(judge(&stored()), Ok(()));
+        let allowed = judge(&stored()).unwrap();
+        assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver"]);
+        assert_eq!(allowed.image_repositories, ["public.ecr.aws/neuron/neuron-dra-driver"]);
+    }
+
+    /// The install sets its own namespaces, repositories and operator; the operator reads them, and refuses what it
+    /// cannot read as a list of strings.
+    #[test]
+    fn the_install_variables_may_differ_and_are_read() {
+        let set = |found: &mut Vec<Found>, name: &str, expression: &str| {
+            let variables = found[1].policy.as_mut().unwrap()["spec"]["variables"].as_array_mut().unwrap();
+            let variable = variables.iter_mut().find(|v| v["name"] == name).unwrap();
+            variable["expression"] = json!(expression);
+        };
+        let mut found = stored();
+        set(&mut found, "namespacePatterns", "['neuron-dra-driver', \"*-driver\"]");
+        set(&mut found, "operators", "['system:serviceaccount:ops:operator']");
+        let allowed = judge(&found).unwrap();
+        assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver", "*-driver"]);
+        set(&mut found, "imagePatterns", "['a'].map(r, r + 'b')");
+        let error = judge(&found).unwrap_err();
+        assert!(
+            error.contains("sets variable imagePatterns to \"['a'].map(r, r + 'b')\", not a list of strings"),
+            "{error}"
+        );
     }
 
     fn refused(change: impl Fn(&mut Vec<Found>)) -> String {
@@ -288,7 +365,7 @@ mod tests {
             |f: &mut Vec<Found>| f[0].binding.as_mut().unwrap()["spec"]["validationActions"] = json!(["Deny", "Audit"]);
         let mut found = stored();
         more(&mut found);
-        assert_eq!(judge(&found), Ok(()), "Deny with more actions still denies");
+        assert!(judge(&found).is_ok(), "Deny with more actions still denies");
     }
 
     #[test]
@@ -309,8 +386,10 @@ mod tests {
                 json!([{"resources": ["pods"], "operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["*"]}])
         });
         assert!(error.contains("binding spec.matchResources.excludeResourceRules is set"), "{error}");
-        let error = refused(|f| f[1].binding.as_mut().unwrap()["spec"]["paramRef"]["name"] = json!("wide-open"));
-        assert!(error.contains("binding spec.paramRef.name differs"), "{error}");
+        let error = refused(|f| {
+            f[1].policy.as_mut().unwrap()["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"})
+        });
+        assert!(error.contains("spec.paramKind is set"), "{error}");
         let error = refused(|f| f[0].binding.as_mut().unwrap()["spec"]["policyName"] = json!("other"));
         assert!(error.contains("binding spec.policyName differs"), "{error}");
     }

@@ -17,8 +17,15 @@ use kube::Client;
 
 pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
 pub const OPERATOR_SA: &str = "neuron-dra-operator";
-/// The install's allow-list the fences read (config/rbac/fence_params.yaml).
-pub const FENCE_PARAMS: &str = "neuron-dra-fence";
+/// The install variables of config/rbac's policies as shipped, and as the tests widen them: every test's driver
+/// namespace (`<test id>-driver`) and the stand-in plugin's image repository.
+pub const ALLOW_LIST: [(&str, &str); 2] = [
+    ("\"['neuron-dra-driver']\"", "\"['neuron-dra-driver', '*-driver']\""),
+    (
+        "\"['public.ecr.aws/neuron/neuron-dra-driver']\"",
+        "\"['public.ecr.aws/neuron/neuron-dra-driver', 'localhost/neuron-dra/neuron-dra-driver']\"",
+    ),
+];
 /// Label that ties a test's configs to the operator that test runs (`--config-selector`).
 pub const TEST_LABEL: &str = "neurondra.io/test";
 /// The shipped ClusterRole that allows `get` on `/metrics`.
@@ -112,13 +119,18 @@ pub fn install() {
     });
 }
 
-/// The install's allow-list (ConfigMap `neuron-dra-fence`) widened for the tests: every test's driver namespace and
-/// the stand-in plugin's images (tests/fixtures/fence-params.yaml, a merge patch kubectl's later applies of
-/// `config/rbac` or `config/default` leave as it is).
+/// The install's allow-list widened for the tests (`ALLOW_LIST`): config/rbac's operator policy and plugin fences
+/// applied again with the tests' install variables, as a kustomize overlay would. Again after any test's apply of
+/// `config/rbac` or `config/default`, which puts the shipped lists back.
 pub fn allow_test_drivers() {
-    let patch = repo("tests/fixtures/fence-params.yaml");
-    let patch = patch.to_str().unwrap();
-    kubectl(&["patch", "configmap", FENCE_PARAMS, "-n", OPERATOR_NAMESPACE, "--type", "merge", "--patch-file", patch]);
+    for file in ["config/rbac/operator_policy.yaml", "config/rbac/plugin_fence.yaml"] {
+        let mut text = std::fs::read_to_string(repo(file)).unwrap();
+        for (shipped, widened) in ALLOW_LIST {
+            assert!(text.contains(shipped), "{file} no longer sets {shipped}");
+            text = text.replace(shipped, widened);
+        }
+        kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text)).unwrap();
+    }
 }
 
 /// An object as `kubectl get -o json` shows it, or kubectl's error (NotFound, say).

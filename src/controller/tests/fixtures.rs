@@ -227,10 +227,9 @@ impl Fixture {
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
             capabilities: crate::controller::capabilities::Capabilities::with_fence(match &world.fence {
-                None => Ok(()),
+                None => Ok(Default::default()),
                 Some(problem) => Err(problem.clone()),
             }),
-            allowed: Default::default(),
             taint_rules: world.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource()),
             failures: Default::default(),
             held_back_seen: Default::default(),

@@ -248,33 +248,6 @@ async fn a_changed_template_is_deleted_then_created() {
     );
 }
 
-/// Only what the config owns goes: the config's label is a filter anyone who may label an object can set, so an
-/// object carrying it without the config's uid among its owners is left alone, in a normal pass and in cleanup.
-#[tokio::test]
-async fn a_look_alike_with_the_configs_label_but_not_its_uid_is_never_deleted() {
-    let c = config(json!({}));
-    let mut world = converged(&c);
-    let mut look_alike = world.templates[0].clone();
-    look_alike.metadata.name = Some("look-alike".into());
-    look_alike.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-someone-else".into();
-    let mut unowned = world.templates[0].clone();
-    unowned.metadata.name = Some("unowned".into());
-    unowned.metadata.owner_references = None;
-    world.templates.extend([look_alike, unowned]);
-    let fixture = Fixture::new(&world);
-    fixture.reconcile(&c).await.unwrap();
-    assert!(!fixture.lines().iter().any(|l| l.starts_with("DELETE")), "{:#?}", fixture.lines());
-
-    let mut deleted = c.clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
-    let fixture = Fixture::new(&world);
-    fixture.reconcile(&deleted).await.unwrap();
-    let lines = fixture.lines();
-    assert!(lines.contains(&format!("DELETE {TEMPLATE}")), "its own template goes: {lines:#?}");
-    assert!(!lines.iter().any(|l| l.ends_with("/look-alike") || l.ends_with("/unowned")), "{lines:#?}");
-}
-
 #[tokio::test]
 async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
     let c = config(json!({}));

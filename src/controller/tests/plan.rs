@@ -120,7 +120,7 @@ fn what_an_invalid_older_config_runs_is_not_taken_over() {
     assert_eq!(plan.driver, Driver::Apply, "{:?}", plan.conflicts);
 }
 
-/// A driver outside what the install allows (ConfigMap neuron-dra-fence, passed as flags) is refused before
+/// A driver outside what the install allows (the install variables of its fences) is refused before
 /// anything is planned, one line per field; the fences' judgement decides whether the plugin is written.
 #[test]
 fn the_install_decides_where_and_what_a_plugin_may_run() {
