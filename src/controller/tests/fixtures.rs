@@ -99,6 +99,7 @@ impl World {
         self.admission_policies.push(stored(desired.admission_policy.clone()));
         self.admission_policy_bindings.push(stored(desired.admission_policy_binding.clone()));
         self.device_classes.push(stored(desired.device_class.clone()));
+        self.device_classes.push(stored(desired.ultra_server_node_class.clone()));
         let mut daemon_set = stored(desired.daemon_set.clone());
         daemon_set.metadata.generation = Some(1);
         daemon_set.status = Some(

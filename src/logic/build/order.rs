@@ -77,6 +77,7 @@ impl Desired {
             (Stage::Fence, Object::AdmissionPolicyBinding(&self.admission_policy_binding)),
             (Stage::Class, Object::DeviceClass(&self.device_class)),
         ];
+        objects.push((Stage::Class, Object::DeviceClass(&self.ultra_server_node_class)));
         objects.extend(self.extended_resource_class.iter().map(|class| (Stage::Class, Object::DeviceClass(class))));
         objects.push((Stage::Plugin, Object::DaemonSet(&self.daemon_set)));
         objects.extend(self.templates.iter().map(|template| (Stage::Templates, Object::Template(template))));
