@@ -23,7 +23,7 @@ use super::Stores;
 use super::snapshot::Snapshot;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
-use crate::logic::build::{self, Desired};
+use crate::logic::build::{self, Allowance, Desired};
 use crate::logic::conflict::{self, Claimant, Conflicts};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
@@ -178,12 +178,15 @@ fn target_namespaces(
 }
 
 /// The device budget of each namespace a budget names (once it exists) or selects, the first budget winning.
-fn quota_budgets(config: &ValidatedConfig, namespaces: &Store<PartialObjectMeta<Namespace>>) -> Vec<(String, i64)> {
+fn quota_budgets(
+    config: &ValidatedConfig,
+    namespaces: &Store<PartialObjectMeta<Namespace>>,
+) -> Vec<(String, Allowance)> {
     let mut budgets = BTreeMap::new();
     for quota in &config.spec.quotas {
         let (targets, _) = matching_namespaces(&quota.namespaces, quota.namespace_selector.as_ref(), namespaces);
         for namespace in targets {
-            budgets.entry(namespace).or_insert(quota.devices);
+            budgets.entry(namespace).or_insert(Allowance::of(quota));
         }
     }
     budgets.into_iter().collect()

@@ -94,6 +94,7 @@ impl World {
         self.service_accounts.push(stored(desired.service_account.clone()));
         self.cluster_role_bindings.push(stored(desired.cluster_role_binding.clone()));
         self.device_classes.push(stored(desired.device_class.clone()));
+        self.device_classes.push(stored(desired.ultra_server_node_class.clone()));
         let mut daemon_set = stored(desired.daemon_set.clone());
         daemon_set.metadata.generation = Some(1);
         daemon_set.status = Some(

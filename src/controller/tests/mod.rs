@@ -129,8 +129,8 @@ async fn a_new_config_is_applied_with_the_plugin_last() {
     }
     assert!(!lines.iter().any(|l| l.contains("/clusterroles/") || l.contains("admissionregistration")), "{lines:#?}");
     assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "{lines:#?}");
-    assert_eq!(lines.len(), 7, "{lines:#?}");
-    assert_eq!(lines[5..], [STATUS, EVENT], "the change event goes out with the status");
+    assert_eq!(lines.len(), 8, "{lines:#?}");
+    assert_eq!(lines[6..], [STATUS, EVENT], "the change event goes out with the status");
     assert_eq!(fixture.event_reasons(), ["Created"]);
 }
 
@@ -273,6 +273,7 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
         format!("DELETE {DAEMON_SET}"),
         "DELETE /apis/rbac.authorization.k8s.io/v1/clusterrolebindings/neuron-dra-c".into(),
         "DELETE /api/v1/namespaces/neuron-dra-driver/serviceaccounts/neuron-dra-c".into(),
+        "DELETE /apis/resource.k8s.io/v1/deviceclasses/ultraserver-nodes.neuron.aws.com".into(),
         "DELETE /apis/resource.k8s.io/v1/deviceclasses/neuron.aws.com".into(),
         EVENT.into(),
         "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c".into(),

@@ -21,10 +21,12 @@ use crate::api::NeuronDRAConfig;
 use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, LABEL_SHARED, MANAGER};
 use crate::logic::validate::ValidatedConfig;
 
-pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
+pub use device_class::{
+    NEURON_DRIVER, device_class, extended_resource_class, ultra_server_node_class, ultra_server_node_class_name,
+};
 pub use driver::{PLUGIN_CLUSTER_ROLE, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use order::{Object, Stage};
-pub use quotas::{device_quota_key, named_budgets, quota_name, resource_quota};
+pub use quotas::{Allowance, device_quota_key, named_budgets, quota_name, resource_quota};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,
@@ -40,6 +42,8 @@ pub struct Desired {
     pub device_class: DeviceClass,
     /// The DeviceClass that serves `extendedResourceName`, when the spec names one.
     pub extended_resource_class: Option<DeviceClass>,
+    /// The DeviceClass of UltraServer node entries, `ultraserver-nodes.<deviceClassName>`.
+    pub ultra_server_node_class: DeviceClass,
     pub daemon_set: DaemonSet,
     /// Sorted by namespace, then in profile order.
     pub templates: Vec<ResourceClaimTemplate>,
@@ -62,6 +66,7 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
         cluster_role_binding: cluster_role_binding(config),
         device_class: device_class(config),
         extended_resource_class: extended_resource_class(config),
+        ultra_server_node_class: ultra_server_node_class(config),
         daemon_set: daemon_set(config),
         templates,
         quotas: Vec::new(),
@@ -69,9 +74,14 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
 }
 
 impl Desired {
-    /// Adds a ResourceQuota for each `(namespace, devices)` budget.
-    pub fn with_quotas(mut self, config: &ValidatedConfig, budgets: &[(String, i64)]) -> Desired {
-        self.quotas = budgets.iter().map(|(namespace, devices)| resource_quota(config, namespace, *devices)).collect();
+    /// Adds a ResourceQuota for each `(namespace, allowance)` budget (a bare number is devices alone).
+    pub fn with_quotas<A: Copy + Into<Allowance>>(
+        mut self,
+        config: &ValidatedConfig,
+        budgets: &[(String, A)],
+    ) -> Desired {
+        self.quotas =
+            budgets.iter().map(|(namespace, budget)| resource_quota(config, namespace, (*budget).into())).collect();
         self
     }
 }

@@ -63,6 +63,7 @@ impl Desired {
             (Stage::Rights, Object::ClusterRoleBinding(&self.cluster_role_binding)),
             (Stage::Class, Object::DeviceClass(&self.device_class)),
         ];
+        objects.push((Stage::Class, Object::DeviceClass(&self.ultra_server_node_class)));
         objects.extend(self.extended_resource_class.iter().map(|class| (Stage::Class, Object::DeviceClass(class))));
         objects.push((Stage::Plugin, Object::DaemonSet(&self.daemon_set)));
         objects.extend(self.templates.iter().map(|template| (Stage::Templates, Object::Template(template))));
