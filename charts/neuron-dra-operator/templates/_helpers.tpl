@@ -46,3 +46,25 @@ app.kubernetes.io/name: {{ include "neuron-dra-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end }}
+
+{{/* The operator's user name, as the API server sees its ServiceAccount's token. */}}
+{{- define "neuron-dra-operator.user" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "neuron-dra-operator.serviceAccountName" . }}
+{{- end }}
+
+{{/* The install's allow-list (ConfigMap neuron-dra-fence, config/rbac/fence_params.yaml): the values' lists joined
+with commas, and this release's operator. */}}
+{{- define "neuron-dra-operator.fenceData" -}}
+driverNamespaces: {{ join "," .Values.fence.driverNamespaces | quote }}
+imageRepositories: {{ join "," .Values.fence.imageRepositories | quote }}
+operatorServiceAccount: {{ include "neuron-dra-operator.user" . | quote }}
+{{- end }}
+
+{{/* The allow-list ConfigMap's reference: the fences' bindings read it as their parameters, and deny everything
+they match while it is missing. */}}
+{{- define "neuron-dra-operator.fenceParamRef" -}}
+paramRef:
+  name: neuron-dra-fence
+  namespace: {{ .Release.Namespace }}
+  parameterNotFoundAction: Deny
+{{- end }}
