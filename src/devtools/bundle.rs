@@ -1,7 +1,9 @@
 //! The OLM bundle (`neuron-dra-devtools bundle`, `make bundle`, checked in under `bundle/`), generated from the
 //! sources the kustomize install uses: the Deployment, PodDisruptionBudget, metrics Service and image from
-//! `config/manager`, the permissions and the metrics-reader ClusterRole from `config/rbac`, the CRD from `crds/`,
-//! `alm-examples` from `samples/`. `check` compares a bundle directory with what would be generated now and names
+//! `config/manager`, the permissions, the ClusterRoles bound to nobody (the metrics reader, the kubelet plugin's) and
+//! the install's allow-list (ConfigMap `neuron-dra-fence`) from `config/rbac`, the CRD from `crds/`, `alm-examples`
+//! from `samples/`. `config/rbac`'s ValidatingAdmissionPolicies and their bindings are not kinds OLM installs from a
+//! bundle: docs/install.md's OLM section applies them beside it. `check` compares a bundle directory with what would be generated now and names
 //! every file that is missing, stale or unexpected.
 //!
 //! Output is deterministic: JSON maps are sorted by key and the sources are read in a fixed order. The
@@ -38,7 +40,10 @@ pub const SERVICE_FILE: &str = "manifests/neuron-dra-operator-metrics_v1_service
 pub const DISRUPTION_BUDGET_FILE: &str = "manifests/neuron-dra-operator_policy_v1_poddisruptionbudget.yaml";
 pub const METRICS_READER_FILE: &str =
     "manifests/neuron-dra-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml";
+pub const PLUGIN_ROLE_FILE: &str = "manifests/neuron-dra-plugin_rbac.authorization.k8s.io_v1_clusterrole.yaml";
+pub const FENCE_PARAMS_FILE: &str = "manifests/neuron-dra-fence_v1_configmap.yaml";
 pub const ANNOTATIONS_FILE: &str = "metadata/annotations.yaml";
+
 pub const DOCKERFILE: &str = "bundle.Dockerfile";
 
 /// The bundle: file contents by path relative to the bundle directory.
@@ -51,6 +56,8 @@ pub struct Sources {
     pub deployment: Value,
     pub metrics_service: Value,
     pub disruption_budget: Value,
+    /// The install's allow-list, which the fences and the operator read (ConfigMap `neuron-dra-fence`).
+    pub fence_params: Value,
     /// The rules of every ClusterRole `config/rbac` binds to the operator's ServiceAccount, in file order.
     pub cluster_rules: Vec<Value>,
     /// The ClusterRoles it binds to nobody (the metrics reader, for whoever scrapes): shipped as they are.
@@ -107,6 +114,7 @@ impl Sources {
             deployment,
             metrics_service: one(&manager, "Service")?,
             disruption_budget: one(&manager, "PodDisruptionBudget")?,
+            fence_params: one(&rbac, "ConfigMap")?,
             cluster_rules: granted.iter().flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default()).collect(),
             unbound_cluster_roles: unbound,
             role: one(&rbac, "Role")?,
@@ -140,6 +148,7 @@ pub fn generate(root: &Path) -> anyhow::Result<Files> {
         (CRD_FILE.into(), sources.crd_yaml.clone()),
         (SERVICE_FILE.into(), yaml(&without_namespace(&sources.metrics_service))),
         (DISRUPTION_BUDGET_FILE.into(), yaml(&without_namespace(&sources.disruption_budget))),
+        (FENCE_PARAMS_FILE.into(), yaml(&without_namespace(&sources.fence_params))),
         (ANNOTATIONS_FILE.into(), yaml(&json!({ "annotations": annotations() }))),
         (DOCKERFILE.into(), dockerfile()),
     ]);
