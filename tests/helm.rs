@@ -716,7 +716,6 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
         ("clusterrole", format!("{fullname}-metrics-auth"), None),
         ("clusterrolebinding", format!("{fullname}-metrics-auth"), None),
         ("clusterrole", format!("{fullname}-metrics-reader"), None),
-        ("configmap", "neuron-dra-fence".to_string(), Some(namespace.as_str())),
         ("validatingadmissionpolicy", fullname.clone(), None),
         ("validatingadmissionpolicybinding", fullname.clone(), None),
     ] {
@@ -724,6 +723,10 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     }
     let list = helm(&["list", "-n", &namespace, "-q"]).ok("helm list");
     assert!(!list.lines().any(|l| l == release), "{list}");
+    // The allow-list stays (helm.sh/resource-policy: keep): the bindings that read it went first, so nothing the
+    // uninstall deleted was refused for want of it; it goes with the namespace.
+    let params = get("configmap", "neuron-dra-fence", Some(&namespace)).expect("the allow-list is kept");
+    assert_eq!(params["metadata"]["annotations"][KEEP], "keep");
     // The CRD was not the release's (crds.enabled=false): it stays.
     get("crd", "neurondraconfigs.neurondra.io", None).expect("the CRD stays");
     // Nor were the plugin's ClusterRole and fences (fence.clusterObjects=false).
@@ -765,8 +768,23 @@ fn a_first_install_of_the_crd_and_the_charts_config_together_is_refused_in_one_l
     std::fs::write(&template, text.replace(API, "\"neurondra.io/v1alpha1/NoSuchKind\"")).unwrap();
     let release = cluster::unique("crd-first");
     let name = format!("neuronDRAConfig.name={release}");
+    // The cluster's plugin ClusterRole and fences are the shared ones `cluster::install` applied, not a release's.
     let dry_run = |chart: &str, set: &str| {
-        helm(&["install", &release, chart, "-n", "default", "--dry-run=server", "--set", set, "--set", &name])
+        let shared = "fence.clusterObjects=false";
+        helm(&[
+            "install",
+            &release,
+            chart,
+            "-n",
+            "default",
+            "--dry-run=server",
+            "--set",
+            set,
+            "--set",
+            &name,
+            "--set",
+            shared,
+        ])
     };
     let copy = copy.to_str().unwrap();
     for (set, way_out) in [
