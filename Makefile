@@ -45,7 +45,7 @@ crds:
 	$(MAKE) --no-print-directory chart
 
 ## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD (a
-## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
+## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the kubelet plugin's ClusterRole and fences, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
 CHART := charts/neuron-dra-operator
 .PHONY: chart
 chart:

@@ -1,7 +1,9 @@
 //! The Helm chart (`charts/neuron-dra-operator`) with a real Helm built from its Go module: `helm lint --strict`,
 //! the values schema, the default render compared object by object with what `config/` installs (modulo Helm's
-//! labels), the CRD as a template, the chart's copies of `crds/` and `config/` files, and on the local control plane `helm install`, every
-//! sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and `helm uninstall`.
+//! labels), the CRD as a template, the kubelet plugin's ClusterRole and fences as `config/rbac` has them, the
+//! allow-list from `fence.*`, the chart's copies of `crds/` and `config/` files, and on the local control plane
+//! `helm install`, every sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and
+//! `helm uninstall`.
 
 mod support {
     pub mod cluster;
