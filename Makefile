@@ -45,7 +45,7 @@ crds:
 	$(MAKE) --no-print-directory chart
 
 ## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD (a
-## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
+## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the kubelet plugin's ClusterRole and fences, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
 CHART := charts/neuron-dra-operator
 .PHONY: chart
 chart:
@@ -55,6 +55,8 @@ chart:
 	cp config/rbac/metrics_auth_role.yaml $(CHART)/files/metrics_auth_role.yaml
 	cp config/rbac/metrics_reader_role.yaml $(CHART)/files/metrics_reader_role.yaml
 	cp config/rbac/operator_policy.yaml $(CHART)/files/operator_policy.yaml
+	cp config/rbac/plugin_role.yaml $(CHART)/files/plugin_role.yaml
+	cp config/rbac/plugin_fence.yaml $(CHART)/files/plugin_fence.yaml
 	cp config/prometheus/prometheus_rule.yaml $(CHART)/files/prometheus_rule.yaml
 	cp config/grafana/neuron-dra-operator.json $(CHART)/files/neuron-dra-operator.json
 	$(CARGO) run --locked --quiet --features devtools --bin neuron-dra-devtools -- chart-readme --chart $(CHART)

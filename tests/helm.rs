@@ -1,7 +1,9 @@
 //! The Helm chart (`charts/neuron-dra-operator`) with a real Helm built from its Go module: `helm lint --strict`,
 //! the values schema, the default render compared object by object with what `config/` installs (modulo Helm's
-//! labels), the CRD as a template, the chart's copies of `crds/` and `config/` files, and on the local control plane `helm install`, every
-//! sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and `helm uninstall`.
+//! labels), the CRD as a template, the kubelet plugin's ClusterRole and fences as `config/rbac` has them, the
+//! allow-list from `fence.*`, the chart's copies of `crds/` and `config/` files, and on the local control plane
+//! `helm install`, every sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and
+//! `helm uninstall`.
 
 mod support {
     pub mod cluster;
@@ -27,6 +29,8 @@ const HELM_LABELS: &[&str] =
     &["helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"];
 /// The annotation that keeps the CRD through `helm uninstall` (crds.keep).
 const KEEP: &str = "helm.sh/resource-policy";
+/// The pod annotation that restarts the operator when the release changes its allow-list (read at start).
+const FENCE_CHECKSUM: &str = "neurondra.io/fence-checksum";
 /// Every value that turns on a part that is off by default.
 const EVERYTHING_ON: &[&str] = &[
     "--set",
@@ -40,6 +44,8 @@ const COPIES: &[(&str, &str)] = &[
     ("config/rbac/metrics_auth_role.yaml", "files/metrics_auth_role.yaml"),
     ("config/rbac/metrics_reader_role.yaml", "files/metrics_reader_role.yaml"),
     ("config/rbac/operator_policy.yaml", "files/operator_policy.yaml"),
+    ("config/rbac/plugin_role.yaml", "files/plugin_role.yaml"),
+    ("config/rbac/plugin_fence.yaml", "files/plugin_fence.yaml"),
     ("config/prometheus/prometheus_rule.yaml", "files/prometheus_rule.yaml"),
     ("config/grafana/neuron-dra-operator.json", "files/neuron-dra-operator.json"),
 ];
@@ -61,8 +67,9 @@ fn kustomize(dir: &str) -> Vec<Value> {
     documents(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance) and the
-/// CRD's `helm.sh/resource-policy` (crds.keep); numbers as floats (kustomize prints `2.0` as `2`).
+/// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance), the
+/// CRD's `helm.sh/resource-policy` (crds.keep) and the pod template's allow-list checksum; numbers as floats
+/// (kustomize prints `2.0` as `2`).
 fn normalized(value: &Value) -> Value {
     match value {
         Value::Number(n) => json!(n.as_f64()),
@@ -79,14 +86,21 @@ fn normalized(value: &Value) -> Value {
                             .collect(),
                     ),
                     ("annotations", Value::Object(annotations)) => Value::Object(
-                        annotations.iter().filter(|(a, _)| *a != KEEP).map(|(a, v)| (a.clone(), v.clone())).collect(),
+                        annotations
+                            .iter()
+                            .filter(|(a, _)| *a != KEEP && *a != FENCE_CHECKSUM)
+                            .map(|(a, v)| (a.clone(), v.clone()))
+                            .collect(),
                     ),
                     _ => v.clone(),
                 };
                 (k.clone(), normalized(&v))
             })
-            // The CRD's labels are Helm's alone: none left is none at all.
-            .filter(|(k, v)| !(k == "labels" && v.as_object().is_some_and(|l| l.is_empty())))
+            // The CRD's labels are Helm's alone, the pod template's annotations the checksum alone: none left is
+            // none at all.
+            .filter(|(k, v)| {
+                !(matches!(k.as_str(), "labels" | "annotations") && v.as_object().is_some_and(|l| l.is_empty()))
+            })
             .collect(),
         other => other.clone(),
     }
@@ -297,7 +311,12 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
             "--concurrency=2"
         ])
     );
-    assert_eq!(container["env"][2], json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"}));
+    let env = container["env"].as_array().unwrap();
+    assert_eq!(
+        env.last(),
+        Some(&json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"})),
+        "after the chart's own"
+    );
     assert_eq!(
         pod["topologySpreadConstraints"],
         json!([{"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}])
@@ -317,6 +336,170 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
     assert!(find("Deployment").unwrap()["spec"]["template"]["spec"].get("topologySpreadConstraints").is_none());
     let account = find("ServiceAccount").unwrap();
     assert_eq!(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::1:role/r");
+}
+
+/// The install's allow-list (ConfigMap `neuron-dra-fence`) is the `fence.*` values, each list joined with commas,
+/// and this release's ServiceAccount as the operator; the operator's environment reads it, its pods restart when
+/// it changes, and every binding that reads parameters reads it in the release namespace.
+#[test]
+fn the_allow_list_is_the_fence_values_and_reaches_the_operator() {
+    let render_in = |namespace: &str, sets: &[&str]| {
+        let mut args = vec!["template", "x", CHART, "-n", namespace, "--skip-tests"];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        documents(&helm(&args).ok("helm template"))
+    };
+    let find = |objects: &[Value], kind: &str, name: &str| {
+        let found = objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name);
+        found.unwrap_or_else(|| panic!("no {kind} {name}")).clone()
+    };
+    let objects = render_in(
+        "ml-system",
+        &["fence.driverNamespaces={neuron-dra-driver,team-*,*-plugins}", "fence.imageRepositories={a.io/x,b.io/y/*}"],
+    );
+    let params = find(&objects, "ConfigMap", "neuron-dra-fence");
+    assert_eq!(params["metadata"]["namespace"], "ml-system");
+    assert_eq!(
+        params["data"],
+        json!({
+            "driverNamespaces": "neuron-dra-driver,team-*,*-plugins",
+            "imageRepositories": "a.io/x,b.io/y/*",
+            "operatorServiceAccount": "system:serviceaccount:ml-system:x-neuron-dra-operator",
+        })
+    );
+    // The operator's policy names the same user as the allow-list (its first match condition).
+    let policy = find(&objects, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
+    assert_eq!(
+        policy["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:ml-system:x-neuron-dra-operator'"
+    );
+    let param_ref = json!({"name": "neuron-dra-fence", "namespace": "ml-system", "parameterNotFoundAction": "Deny"});
+    for binding in ["x-neuron-dra-operator", "neuron-dra-plugin-pods"] {
+        let binding = find(&objects, "ValidatingAdmissionPolicyBinding", binding);
+        assert_eq!(binding["spec"]["paramRef"], param_ref, "{binding}");
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]), "{binding}");
+    }
+    let fence = find(&objects, "ValidatingAdmissionPolicyBinding", "neuron-dra-plugin-fence");
+    assert!(fence["spec"].get("paramRef").is_none(), "the plugin's own fence takes no parameters: {fence}");
+
+    // The operator's environment, from the ConfigMap by key.
+    let deployment = find(&objects, "Deployment", "x-neuron-dra-operator");
+    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap().clone();
+    for (variable, key) in
+        [("DRIVER_NAMESPACES", "driverNamespaces"), ("DRIVER_IMAGE_REPOSITORIES", "imageRepositories")]
+    {
+        let reference = json!({"configMapKeyRef": {"name": "neuron-dra-fence", "key": key, "optional": true}});
+        assert!(env.contains(&json!({"name": variable, "valueFrom": reference})), "no {variable} from {key}: {env:?}");
+    }
+    // Read at start: a release that changes the allow-list changes the pod template, one that does not keeps it.
+    let checksum = |objects: &[Value]| {
+        find(objects, "Deployment", "x-neuron-dra-operator")["spec"]["template"]["metadata"]["annotations"]
+            [FENCE_CHECKSUM]
+            .clone()
+    };
+    let default = render_in("ml-system", &[]);
+    assert!(checksum(&default).as_str().is_some_and(|c| c.len() == 16), "{}", checksum(&default));
+    assert_ne!(checksum(&default), checksum(&objects));
+    assert_eq!(checksum(&default), checksum(&render_in("ml-system", &["replicas=3"])));
+    assert_ne!(checksum(&default), checksum(&render_in("ml-system", &["serviceAccount.name=other"])));
+    let annotated = render_in("ml-system", &["podAnnotations.team=ml"]);
+    let annotations =
+        &find(&annotated, "Deployment", "x-neuron-dra-operator")["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(annotations["team"], "ml");
+    assert_eq!(annotations[FENCE_CHECKSUM], checksum(&default));
+
+    // Where the cluster has its plugin ClusterRole and fences already, the release leaves them out, and keeps its
+    // own allow-list and policy.
+    let without = render_in("ml-system", &["fence.clusterObjects=false"]);
+    let kinds: Vec<String> = without
+        .iter()
+        .filter(|o| o["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("neuron-dra-plugin")))
+        .map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, Vec::<String>::new(), "fence.clusterObjects=false");
+    find(&without, "ConfigMap", "neuron-dra-fence");
+    find(&without, "ValidatingAdmissionPolicyBinding", "x-neuron-dra-operator");
+}
+
+/// The operator refuses to start a plugin unless the fences it finds apply the policies it was built with
+/// (config/rbac/plugin_fence.yaml): the chart renders them, and the plugin's ClusterRole, as the files have them,
+/// under their own names whatever the release, and its operator may bind that ClusterRole and no other.
+#[test]
+fn the_plugin_fences_and_role_are_config_rbacs_whatever_the_release() {
+    let file_documents = |path: &str| documents(&std::fs::read_to_string(repo(path)).unwrap());
+    let mut args = vec!["template", "some-release", CHART, "-n", "elsewhere", "--skip-tests"];
+    args.extend(["--set", "fullnameOverride=renamed"]);
+    let objects = documents(&helm(&args).ok("helm template"));
+    let rendered = |kind: &str, name: &str| {
+        let found = objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name);
+        found.unwrap_or_else(|| panic!("the chart renders no {kind} {name}")).clone()
+    };
+    let policies = file_documents("config/rbac/plugin_fence.yaml");
+    assert_eq!(policies.len(), 2);
+    for policy in &policies {
+        let name = policy["metadata"]["name"].as_str().unwrap();
+        let spec = rendered("ValidatingAdmissionPolicy", name)["spec"].clone();
+        // The same JSON, byte for byte, as the file's spec.
+        assert_eq!(
+            serde_json::to_string(&spec).unwrap(),
+            serde_json::to_string(&policy["spec"]).unwrap(),
+            "{name}'s spec differs from config/rbac/plugin_fence.yaml"
+        );
+        let binding = rendered("ValidatingAdmissionPolicyBinding", name);
+        assert_eq!(binding["spec"]["policyName"], name);
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+        for (key, value) in policy["metadata"]["labels"].as_object().unwrap() {
+            assert_eq!(&binding["metadata"]["labels"][key], value, "{name}'s binding");
+        }
+    }
+    let role = &file_documents("config/rbac/plugin_role.yaml")[0];
+    let name = role["metadata"]["name"].as_str().unwrap();
+    assert_eq!(rendered("ClusterRole", name)["rules"], role["rules"]);
+    // The operator's own ClusterRole (files/role.yaml) binds exactly that ClusterRole.
+    let operator = rendered("ClusterRole", "renamed");
+    let binds: Vec<&Value> =
+        operator["rules"].as_array().unwrap().iter().filter(|r| r["verbs"].to_string().contains("\"bind\"")).collect();
+    assert_eq!(
+        binds,
+        [
+            &json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": [name], "verbs": ["bind"]})
+        ]
+    );
+}
+
+/// An allow-list entry that is no name or pattern (empty, all names, a list in one entry, a tag or digest, no
+/// entry at all) is refused by the values schema in one line that names it.
+#[test]
+fn a_bad_allow_list_entry_is_refused_in_one_line_naming_it() {
+    let dir = temp_dir("helm-fence-values");
+    let cases: &[(&str, &str, &str)] = &[
+        ("driverNamespaces", "[\"\"]", "/fence/driverNamespaces/0': ''"),
+        ("driverNamespaces", "[neuron-dra-driver, \"*\"]", "/fence/driverNamespaces/1': '*'"),
+        ("driverNamespaces", "[\"a,b\"]", "/fence/driverNamespaces/0': 'a,b'"),
+        ("driverNamespaces", "[Team-A]", "/fence/driverNamespaces/0': 'Team-A'"),
+        ("driverNamespaces", "[]", "/fence/driverNamespaces': minItems"),
+        ("imageRepositories", "[\"\"]", "/fence/imageRepositories/0': ''"),
+        (
+            "imageRepositories",
+            "[\"registry.example.com/x@sha256:00\"]",
+            "/fence/imageRepositories/0': 'registry.example.com/x@sha256:00'",
+        ),
+        ("imageRepositories", "[\"*/neuron\"]", "/fence/imageRepositories/0': '*/neuron'"),
+        ("imageRepositories", "[\"a b\"]", "/fence/imageRepositories/0': 'a b'"),
+    ];
+    for (index, (key, list, line)) in cases.iter().enumerate() {
+        let values = dir.join(format!("{index}.yaml"));
+        std::fs::write(&values, format!("fence:\n  {key}: {list}\n")).unwrap();
+        let out = helm(&["template", "x", CHART, "-f", values.to_str().unwrap()]);
+        assert!(!out.success, "fence.{key}: {list} was accepted");
+        let named: Vec<&str> = out.stderr.lines().filter(|l| l.contains("/fence/")).collect();
+        assert_eq!(named.len(), 1, "fence.{key}: {list}: {}", out.stderr);
+        assert!(named[0].contains(line), "fence.{key}: {list}: {}", named[0]);
+    }
+    helm(&["template", "x", CHART, "--set", "fence.driverNamespaces={team-*,*-plugins,x}"]).ok("patterns");
+    helm(&["template", "x", CHART, "--set", "fence.imageRepositories={registry.example.com:5000/neuron/*}"])
+        .ok("a mirror");
 }
 
 /// `helm test`'s objects: hooks only (a plain install creates none of them), a pod meeting the `restricted` Pod
@@ -391,7 +574,17 @@ fn helm_release(release: &str, namespace: &str) -> Value {
     list[0].clone()
 }
 
-/// The samples, each made this test's own: its namespaces, the test label, a node selector no node matches.
+/// The driver namespace of a release's configs in these tests, which its allow-list names. The cluster's plugin
+/// fences are the shared ones `cluster::install` applied (one set per cluster: the release leaves them out,
+/// `fence.clusterObjects=false`), whose allow-list names the operator `config/rbac` installs as the only one that may
+/// start a plugin in a driver namespace it lists; this namespace is not among those, so the release's own operator
+/// may start its plugins here, under the release's own policy and allow-list.
+fn release_driver_namespace(s: &Scenario) -> String {
+    format!("{}-plugin", s.id)
+}
+
+/// The samples, each made this test's own: its namespaces, the test label, a node selector no node matches, the
+/// release's driver namespace.
 async fn sample_configs(s: &Scenario) -> Vec<Value> {
     let mut configs = Vec::new();
     let samples = kustomize("config/samples").into_iter().filter(|o| o["kind"] == "NeuronDRAConfig");
@@ -401,9 +594,8 @@ async fn sample_configs(s: &Scenario) -> Vec<Value> {
         let fields = spec.as_object_mut().unwrap();
         fields.remove("nodeSelector");
         fields.insert("templates".into(), json!({"namespaces": [namespace]}));
-        if let Some(driver) = fields.get_mut("driver") {
-            driver.as_object_mut().unwrap().remove("namespace");
-        }
+        let driver = fields.entry("driver").or_insert(json!({}));
+        driver.as_object_mut().unwrap().insert("namespace".into(), json!(release_driver_namespace(s)));
         let name = format!("{}-{}", s.id, sample["metadata"]["name"].as_str().unwrap());
         configs.push(s.config(&name, spec));
     }
@@ -430,12 +622,15 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     let mut configs = sample_configs(&s).await;
     let chart_config = configs.remove(0);
     let chart_config_name = chart_config["metadata"]["name"].as_str().unwrap().to_string();
-    let values = json!({"neuronDRAConfig": {
-        "enabled": true,
-        "name": chart_config_name,
-        "labels": chart_config["metadata"]["labels"],
-        "spec": chart_config["spec"],
-    }});
+    let values = json!({
+        "neuronDRAConfig": {
+            "enabled": true,
+            "name": chart_config_name,
+            "labels": chart_config["metadata"]["labels"],
+            "spec": chart_config["spec"],
+        },
+        "fence": {"clusterObjects": false, "driverNamespaces": [release_driver_namespace(&s)]},
+    });
     let values_file = temp_dir(&format!("helm-{release}")).join("values.json");
     std::fs::write(&values_file, values.to_string()).unwrap();
 
@@ -454,6 +649,11 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     let config = get("ndc", &chart_config_name, None).unwrap();
     assert_eq!(config["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
     assert_eq!(config["metadata"]["labels"][TEST_LABEL], s.id.as_str());
+    // The release's allow-list, which its policy's binding and its operator read.
+    let params = get("configmap", "neuron-dra-fence", Some(&namespace)).unwrap();
+    assert_eq!(params["data"]["driverNamespaces"], release_driver_namespace(&s).as_str());
+    let binding = get("validatingadmissionpolicybinding", &fullname, None).unwrap();
+    assert_eq!(binding["spec"]["paramRef"]["namespace"], namespace.as_str());
 
     // No kubelet runs pods here: the operator runs as a process with a token of the chart's ServiceAccount and its
     // Lease in the release namespace, so only the chart's RBAC lets it work.
@@ -518,13 +718,27 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
         ("clusterrole", format!("{fullname}-metrics-auth"), None),
         ("clusterrolebinding", format!("{fullname}-metrics-auth"), None),
         ("clusterrole", format!("{fullname}-metrics-reader"), None),
+        ("validatingadmissionpolicy", fullname.clone(), None),
+        ("validatingadmissionpolicybinding", fullname.clone(), None),
     ] {
         wait_gone(kind, &name, ns).await;
     }
     let list = helm(&["list", "-n", &namespace, "-q"]).ok("helm list");
     assert!(!list.lines().any(|l| l == release), "{list}");
+    // The allow-list stays (helm.sh/resource-policy: keep): the bindings that read it went first, so nothing the
+    // uninstall deleted was refused for want of it; it goes with the namespace.
+    let params = get("configmap", "neuron-dra-fence", Some(&namespace)).expect("the allow-list is kept");
+    assert_eq!(params["metadata"]["annotations"][KEEP], "keep");
     // The CRD was not the release's (crds.enabled=false): it stays.
     get("crd", "neurondraconfigs.neurondra.io", None).expect("the CRD stays");
+    // Nor were the plugin's ClusterRole and fences (fence.clusterObjects=false).
+    for (kind, name) in [
+        ("clusterrole", "neuron-dra-plugin"),
+        ("validatingadmissionpolicy", "neuron-dra-plugin-fence"),
+        ("validatingadmissionpolicybinding", "neuron-dra-plugin-pods"),
+    ] {
+        get(kind, name, None).unwrap_or_else(|e| panic!("the cluster's {kind} {name} went with the release: {e}"));
+    }
     let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
 }
 
@@ -556,8 +770,23 @@ fn a_first_install_of_the_crd_and_the_charts_config_together_is_refused_in_one_l
     std::fs::write(&template, text.replace(API, "\"neurondra.io/v1alpha1/NoSuchKind\"")).unwrap();
     let release = cluster::unique("crd-first");
     let name = format!("neuronDRAConfig.name={release}");
+    // The cluster's plugin ClusterRole and fences are the shared ones `cluster::install` applied, not a release's.
     let dry_run = |chart: &str, set: &str| {
-        helm(&["install", &release, chart, "-n", "default", "--dry-run=server", "--set", set, "--set", &name])
+        let shared = "fence.clusterObjects=false";
+        helm(&[
+            "install",
+            &release,
+            chart,
+            "-n",
+            "default",
+            "--dry-run=server",
+            "--set",
+            set,
+            "--set",
+            &name,
+            "--set",
+            shared,
+        ])
     };
     let copy = copy.to_str().unwrap();
     for (set, way_out) in [

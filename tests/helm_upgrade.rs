@@ -1,13 +1,22 @@
-//! docs/install.md's upgrade procedure, run on the local control plane: a release of an earlier chart (its CRD in
-//! `crds/`, which Helm never upgrades) whose CRD is older than this operator's (`tests/fixtures/older-crd.yaml`, from
-//! an earlier commit: no `spec.quotas`, no `status.teams`), a NeuronDRAConfig in place, the new operator refusing to
-//! start against that CRD and naming the procedure; then the documented `helm upgrade` to this chart: the CRD is
-//! this build's, the config is still there as it was, the operator starts and reconciles it to Ready, and the
-//! operator's Deployment was not touched (same generation, same pod template, no new ReplicaSet); a second upgrade
-//! in the steady state; `helm uninstall` keeps the CRD and the config.
+//! docs/install.md's upgrade procedure, run on the local control plane.
 //!
-//! The CRD is shared by every test of the cluster, so this is the only test of its binary (cargo runs test
-//! binaries one after another) and a guard puts this build's CRD back, without Helm's ownership, however it ends.
+//! A release of an earlier chart (its CRD in `crds/`, which Helm never upgrades) whose CRD is older than this
+//! operator's (`tests/fixtures/older-crd.yaml`, from an earlier commit: no `spec.quotas`, no `status.teams`), a
+//! NeuronDRAConfig in place, the new operator refusing to start against that CRD and naming the procedure; then the
+//! documented `helm upgrade` to this chart: the CRD is this build's, the config is still there as it was, the
+//! operator starts and reconciles it to Ready, and the operator's Deployment was not touched (same generation, same
+//! pod template, no new ReplicaSet); a second upgrade in the steady state; `helm uninstall` keeps the CRD and the
+//! config.
+//!
+//! The earlier layout, in which the operator wrote each config's ClusterRole and fence itself
+//! (`tests/fixtures/previous-layout`: that operator's ClusterRole and policy, and its chart's policy and Deployment
+//! templates), upgraded in place with the chart and with kustomize: afterwards the plugin's ClusterRole and fences
+//! are there as `config/rbac` has them, the operator's policy binding reads the allow-list, and the documented
+//! cleanup leaves no per-config ClusterRole, policy or binding of the earlier operator, and nothing else is gone.
+//!
+//! The CRD, the plugin's ClusterRole and fences and the operator's kustomize RBAC are shared by every test of the
+//! cluster, so these tests take turns (`SERIAL`; cargo runs test binaries one after another), and guards put the
+//! shared objects back as `cluster::install` had them, however a test ends.
 
 mod support {
     pub mod cluster;
@@ -32,6 +41,12 @@ use support::scenario::Scenario;
 use support::tools::{self, temp_dir};
 
 const CHART: &str = "charts/neuron-dra-operator";
+/// The earlier layout's files (from the last commit before the plugin's ClusterRole and fences were installed
+/// statically).
+const PREVIOUS: &str = "tests/fixtures/previous-layout";
+
+/// One test at a time: each changes objects every test of the cluster shares.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A documented `helm upgrade` of docs/install.md for this release and namespace, from `chart`.
 fn upgrade(command: &str, chart: &Path, release: &str, namespace: &str) -> String {
@@ -87,24 +102,39 @@ fn deployment_state(name: &str, namespace: &str) -> (Value, Value, Vec<String>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survives() {
+    let _serial = SERIAL.lock().await;
     let mut s = Scenario::new("helmup").await;
     let _restore = SharedCrd;
     let (release, namespace) = (s.id.clone(), s.id.clone());
     let fullname = format!("{release}-neuron-dra-operator");
+    // The cluster's plugin ClusterRole and fences are the shared ones (`cluster::install`), whose allow-list lets
+    // only `config/rbac`'s operator start plugins in the driver namespaces it lists: this release leaves them out
+    // and runs its plugins in a driver namespace of its own allow-list, outside that one.
+    let driver_namespace = format!("{}-plugin", s.id);
+    let fence = format!("fence.clusterObjects=false,fence.driverNamespaces={{{driver_namespace}}}");
 
     // The earlier release, on a cluster where its CRD is the older one (as its crds/ installed it).
     let older = std::fs::read_to_string(repo("tests/fixtures/older-crd.yaml")).unwrap();
     kubectl_with(&cluster::kubeconfig(), &["replace", "-f", "-"], Some(&older)).unwrap();
     cluster::wait_established(CRD_NAME);
     let earlier = earlier_chart();
-    let installed = helm(&["install", &release, earlier.to_str().unwrap(), "-n", &namespace, "--create-namespace"]);
+    let installed = helm(&[
+        "install",
+        &release,
+        earlier.to_str().unwrap(),
+        "-n",
+        &namespace,
+        "--create-namespace",
+        "--set",
+        &fence,
+    ]);
     assert!(installed.ok("helm install of the earlier chart").contains("STATUS: deployed"));
     let older_hash = schema_hash(&get("crd", CRD_NAME, None));
     assert_ne!(older_hash, schema_hash(&serde_json::to_value(crd::crd()).unwrap()));
 
     // A config in place, written against the older schema.
     let templates = s.namespace("team", &[]).await;
-    let spec = json!({"templates": {"namespaces": [templates]}, "profiles": [
+    let spec = json!({"templates": {"namespaces": [templates]}, "driver": {"namespace": driver_namespace}, "profiles": [
         {"name": "finetune", "training": {"instanceType": "trn2.48xlarge", "devices": 4, "efa": true}}]});
     let name = format!("{}-config", s.id);
     s.apply(&s.config(&name, spec.clone())).await.unwrap();
@@ -168,4 +198,362 @@ async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survi
     kubectl(&["delete", "ndc", &name, "--wait=false"]);
     let _ =
         kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, &templates, "--wait=false"], None);
+}
+
+// --- the earlier layout: the operator wrote each config's ClusterRole and fence itself ---
+
+/// The kinds the earlier operator wrote per config that this one writes none of, and the ClusterRoleBinding, which
+/// this one keeps (bound to the installed ClusterRole instead).
+const PER_CONFIG_KINDS: &[&str] = &["clusterrole", "validatingadmissionpolicy", "validatingadmissionpolicybinding"];
+
+/// The objects `config/rbac` installs once for every plugin: (kind, name) of each document of its plugin files.
+fn plugin_objects() -> Vec<(String, String, Value)> {
+    let mut objects = Vec::new();
+    for file in ["plugin_role.yaml", "plugin_fence.yaml", "plugin_fence_binding.yaml"] {
+        let text = std::fs::read_to_string(repo(&format!("config/rbac/{file}"))).unwrap();
+        for object in cluster::documents(&text) {
+            let kind = object["kind"].as_str().unwrap().to_lowercase();
+            objects.push((kind, object["metadata"]["name"].as_str().unwrap().to_string(), object));
+        }
+    }
+    objects
+}
+
+/// Whether `live` holds everything `expected` says (the API server adds defaults, never drops a field).
+fn holds(live: &Value, expected: &Value) -> bool {
+    match (live, expected) {
+        (Value::Object(live), Value::Object(expected)) => {
+            expected.iter().all(|(k, v)| live.get(k).is_some_and(|l| holds(l, v)))
+        }
+        (Value::Array(live), Value::Array(expected)) => {
+            live.len() == expected.len() && live.iter().zip(expected).all(|(l, e)| holds(l, e))
+        }
+        _ => live == expected,
+    }
+}
+
+/// The plugin's ClusterRole and fences in the cluster as `config/rbac` has them, their parameters read in
+/// `params_namespace`.
+fn assert_plugin_objects_installed(params_namespace: &str) {
+    for (kind, name, object) in plugin_objects() {
+        let live =
+            cluster::get(&kind, &name, None).unwrap_or_else(|e| panic!("no {kind} {name} after the upgrade: {e}"));
+        match kind.as_str() {
+            "clusterrole" => assert_eq!(live["rules"], object["rules"], "{name}"),
+            "validatingadmissionpolicy" => assert!(holds(&live["spec"], &object["spec"]), "{name}: {}", live["spec"]),
+            _ => {
+                assert_eq!(live["spec"]["validationActions"], json!(["Deny"]), "{name}");
+                if object["spec"].get("paramRef").is_some() {
+                    assert_eq!(live["spec"]["paramRef"]["namespace"], params_namespace, "{name}");
+                    assert_eq!(live["spec"]["paramRef"]["parameterNotFoundAction"], "Deny", "{name}");
+                }
+            }
+        }
+    }
+}
+
+/// The operator's policy (named `name`) checks content against the allow-list: the policy takes a ConfigMap as its
+/// parameters and the binding, which the earlier layout had without, reads `neuron-dra-fence` in `namespace`.
+fn assert_operator_policy_reads_the_allow_list(name: &str, namespace: &str) {
+    let policy = get("validatingadmissionpolicy", name, None);
+    assert_eq!(policy["spec"]["paramKind"], json!({"apiVersion": "v1", "kind": "ConfigMap"}), "{name}");
+    let binding = get("validatingadmissionpolicybinding", name, None);
+    assert_eq!(
+        binding["spec"]["paramRef"],
+        json!({"name": "neuron-dra-fence", "namespace": namespace, "parameterNotFoundAction": "Deny"}),
+        "{name}'s binding"
+    );
+    get("configmap", "neuron-dra-fence", Some(namespace));
+}
+
+/// What the earlier operator wrote for a config (its `build::driver` and `build::fence`): a ClusterRole with the
+/// plugin's rules, a ValidatingAdmissionPolicy and its binding, and a ClusterRoleBinding of that ClusterRole to the
+/// plugin's ServiceAccount, all named `neuron-dra-<config>`, labelled as the config's, owned by it.
+fn earlier_operator_objects(config: &Value) -> Vec<Value> {
+    let config_name = config["metadata"]["name"].as_str().unwrap();
+    let name = format!("neuron-dra-{config_name}");
+    let driver_namespace = config["spec"]["driver"]["namespace"].as_str().unwrap();
+    let metadata = json!({
+        "name": name,
+        "labels": {"app.kubernetes.io/managed-by": "neuron-dra-operator", "neurondra.io/config": config_name},
+        "ownerReferences": [{"apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig", "name": config_name,
+            "uid": config["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}],
+    });
+    let user = format!("system:serviceaccount:{driver_namespace}:{name}");
+    let rules = plugin_objects().into_iter().find(|(kind, ..)| kind == "clusterrole").unwrap().2["rules"].clone();
+    vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": metadata, "rules": rules}),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": metadata,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["resourceslices"]}]},
+            "matchConditions": [{"name": "plugin-service-account",
+                "expression": format!("request.userInfo.username == '{user}'")}],
+            "validations": [{"expression": "request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('') != ''",
+                "message": "the kubelet plugin's token names no node", "reason": "Forbidden"}],
+        }}),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": metadata, "spec": {"policyName": name, "validationActions": ["Deny"]}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": driver_namespace}]}),
+    ]
+}
+
+/// Objects of the same kinds the cleanup must leave: another tool's, labelled with a config's name, and one
+/// labelled as the operator's but of no config.
+fn bystanders(id: &str) -> Vec<Value> {
+    let role = |name: String, labels: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels}, "rules": []})
+    };
+    vec![
+        role(format!("{id}-another-tools"), json!({"app.kubernetes.io/managed-by": "Helm", "neurondra.io/config": id})),
+        role(format!("{id}-no-config"), json!({"app.kubernetes.io/managed-by": "neuron-dra-operator"})),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": format!("{id}-another-tools"), "labels": {"neurondra.io/config": id}},
+            "spec": {"policyName": format!("{id}-no-such-policy"), "validationActions": ["Deny"]}}),
+    ]
+}
+
+fn create(objects: &[Value]) {
+    for object in objects {
+        kubectl_with(&cluster::kubeconfig(), &["create", "-f", "-"], Some(&object.to_string()))
+            .unwrap_or_else(|e| panic!("creating {} {}: {e}", object["kind"], object["metadata"]["name"]));
+    }
+}
+
+fn kind_and_name(object: &Value) -> (String, String) {
+    (object["kind"].as_str().unwrap().to_lowercase(), object["metadata"]["name"].as_str().unwrap().to_string())
+}
+
+/// The cluster as the earlier layout left it: no plugin ClusterRole or fences (`config/rbac`'s, which
+/// `cluster::install` applied for every test, are deleted here). When dropped: uninstalls the release, if any, and
+/// deletes its namespace, then applies `config/rbac` again, so every later test finds it as `cluster::install` left
+/// it (the allow-list ConfigMap, which a test patch widens, is not deleted here, and applying the file again leaves
+/// the patch).
+///
+/// Meanwhile a policy binding that matches nothing keeps a ConfigMap parameter in use: the API server stops its
+/// ConfigMap parameter informer for good once no binding uses one (kubernetes/kubernetes#130887), after which every
+/// binding that reads a ConfigMap created later finds none and denies all it matches, in every later test. A
+/// cluster whose layout never had a ConfigMap parameter starts the informer fresh, as these tests need.
+struct EarlierLayout {
+    /// A release and its namespace.
+    release: Option<(String, String)>,
+}
+
+/// The policy (and its binding) that keeps a ConfigMap parameter in use while `EarlierLayout` holds.
+const KEEPER: &str = "neuron-dra-test-configmap-params-in-use";
+
+impl EarlierLayout {
+    fn new() -> EarlierLayout {
+        cluster::install();
+        create(&[
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": KEEPER},
+                "spec": {"failurePolicy": "Ignore", "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                    // CONNECT never happens to a custom resource: the policy matches nothing.
+                    "matchConstraints": {"resourceRules": [{"apiGroups": ["neurondra.io"], "apiVersions": ["*"],
+                        "operations": ["CONNECT"], "resources": ["neurondraconfigs"]}]},
+                    "validations": [{"expression": "true"}]}}),
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": KEEPER},
+                "spec": {"policyName": KEEPER, "validationActions": ["Deny"],
+                    "paramRef": {"name": KEEPER, "namespace": "default", "parameterNotFoundAction": "Allow"}}}),
+        ]);
+        for (kind, name, _) in plugin_objects() {
+            kubectl(&["delete", &kind, &name, "--ignore-not-found", "--wait=true"]);
+        }
+        EarlierLayout { release: None }
+    }
+}
+
+impl Drop for EarlierLayout {
+    fn drop(&mut self) {
+        let admin = cluster::kubeconfig();
+        if let Some((release, namespace)) = &self.release {
+            let _ = helm(&["uninstall", release, "-n", namespace, "--wait", "--timeout", "60s"]);
+            let _ = kubectl_with(&admin, &["delete", "namespace", namespace, "--wait=false"], None);
+        }
+        let rbac = repo("config/rbac");
+        let _ = kubectl_with(&admin, &["apply", "-k", rbac.to_str().unwrap()], None);
+        for kind in ["validatingadmissionpolicybinding", "validatingadmissionpolicy"] {
+            let _ = kubectl_with(&admin, &["delete", kind, KEEPER, "--ignore-not-found"], None);
+        }
+    }
+}
+
+/// The earlier chart: this one with the earlier operator's ClusterRole rules and policy, its policy template (a
+/// binding without parameters) and its Deployment template (no allow-list), and without the plugin's ClusterRole,
+/// fences and allow-list.
+fn previous_layout_chart() -> PathBuf {
+    let dir = temp_dir("previous-layout-chart").join("neuron-dra-operator");
+    let copied = std::process::Command::new("cp").arg("-r").arg(repo(CHART)).arg(&dir).status().unwrap();
+    assert!(copied.success());
+    for file in ["templates/fence.yaml", "files/plugin_role.yaml", "files/plugin_fence.yaml"] {
+        std::fs::remove_file(dir.join(file)).unwrap();
+    }
+    for (fixture, file) in [
+        ("role.yaml", "files/role.yaml"),
+        ("operator_policy.yaml", "files/operator_policy.yaml"),
+        ("chart-operator-policy.yaml", "templates/operator-policy.yaml"),
+        ("chart-deployment.yaml", "templates/deployment.yaml"),
+    ] {
+        std::fs::copy(repo(&format!("{PREVIOUS}/{fixture}")), dir.join(file)).unwrap();
+    }
+    dir
+}
+
+/// docs/install.md's cleanup, as it shows it, against the local control plane.
+fn run_documented_cleanup() -> String {
+    let words: Vec<&str> = docs::UPGRADE_CLEANUP.split(' ').collect();
+    assert_eq!(words[0], "kubectl");
+    kubectl(&words[1..])
+}
+
+/// After the new operator took over the config (its binding now of the installed ClusterRole) and the documented
+/// cleanup ran: nothing of the earlier operator's per-config kinds is left, the bystanders and the installed
+/// objects are all there.
+async fn cleanup_leaves_nothing_per_config(s: &Scenario, config: &Value, earlier: &[Value], params_namespace: &str) {
+    let config_name = config["metadata"]["name"].as_str().unwrap();
+    let binding = format!("neuron-dra-{config_name}");
+    cluster::eventually(Duration::from_secs(60), "the config's plugin bound to neuron-dra-plugin", || async {
+        let live = cluster::get("clusterrolebinding", &binding, None).ok()?;
+        (live["roleRef"]["name"] == "neuron-dra-plugin").then_some(())
+    })
+    .await;
+
+    let deleted = run_documented_cleanup();
+    for object in earlier {
+        let (kind, name) = kind_and_name(object);
+        if PER_CONFIG_KINDS.contains(&kind.as_str()) {
+            assert!(deleted.contains(&name), "the cleanup did not delete {kind} {name}: {deleted}");
+        }
+    }
+    let selector = format!("neurondra.io/config={config_name}");
+    for kind in PER_CONFIG_KINDS {
+        let left = kubectl(&["get", kind, "-l", &selector, "-o", "name"]);
+        assert!(left.trim().is_empty(), "left behind: {left}");
+    }
+    // The config's binding stays, of the installed ClusterRole, for its plugin alone.
+    let live = get("clusterrolebinding", &binding, None);
+    assert_eq!(live["roleRef"]["name"], "neuron-dra-plugin");
+    assert_eq!(live["subjects"][0]["name"], binding.as_str());
+    for object in bystanders(&s.id) {
+        let (kind, name) = kind_and_name(&object);
+        cluster::get(&kind, &name, None).unwrap_or_else(|e| panic!("the cleanup deleted {kind} {name}: {e}"));
+        kubectl(&["delete", &kind, &name]);
+    }
+    assert_plugin_objects_installed(params_namespace);
+}
+
+/// A config of this test in its own driver namespace, created as a user would (no operator runs yet), with its uid.
+async fn config_in_place(s: &Scenario) -> Value {
+    let templates = s.namespace("team", &[]).await;
+    let spec = json!({"templates": {"namespaces": [templates]}, "profiles": [
+        {"name": "finetune", "training": {"instanceType": "trn2.48xlarge", "devices": 4}}]});
+    let name = format!("{}-config", s.id);
+    s.apply(&s.config(&name, spec)).await.unwrap();
+    get("ndc", &name, None)
+}
+
+/// docs/install.md's upgrade of a Helm release of the earlier layout: the documented `helm upgrade` to this chart's
+/// package, then, once the config is Ready again, the documented cleanup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_of_the_earlier_layout_upgrades_in_place_and_leaves_nothing_per_config() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Scenario::new("layouthelm").await;
+    let mut layout = EarlierLayout::new();
+    let (release, namespace) = (s.id.clone(), s.id.clone());
+    let fullname = format!("{release}-neuron-dra-operator");
+
+    // The earlier release (the shared CRD is not its to manage), and what its operator made for a config.
+    let chart = previous_layout_chart();
+    let installed = helm(&[
+        "install",
+        &release,
+        chart.to_str().unwrap(),
+        "-n",
+        &namespace,
+        "--create-namespace",
+        "--set",
+        "crds.enabled=false",
+    ]);
+    layout.release = Some((release.clone(), namespace.clone()));
+    assert!(installed.ok("helm install of the earlier chart").contains("STATUS: deployed"));
+    assert!(get("validatingadmissionpolicybinding", &fullname, None)["spec"].get("paramRef").is_none());
+    let config = config_in_place(&s).await;
+    let earlier = earlier_operator_objects(&config);
+    create(&earlier);
+    create(&bystanders(&s.id));
+
+    // The documented upgrade; the release's allow-list names the config's driver namespace.
+    let allow = format!("fence.driverNamespaces={{{}}}", s.driver_namespace());
+    let upgrade = docs::with_package(docs::HELM_UPGRADE_RELEASE, &tools::packaged_chart());
+    let upgraded = helm_doc(&upgrade, &release, &namespace, &["--set", &allow]);
+    assert!(upgraded.contains("STATUS: deployed"), "{upgraded}");
+    assert_plugin_objects_installed(&namespace);
+    assert_operator_policy_reads_the_allow_list(&fullname, &namespace);
+    let role = cluster::documents(&std::fs::read_to_string(repo("config/rbac/role.yaml")).unwrap()).remove(0);
+    assert_eq!(get("clusterrole", &fullname, None)["rules"], role["rules"]);
+    let plugin_role = get("clusterrole", "neuron-dra-plugin", None);
+    assert_eq!(plugin_role["metadata"]["annotations"]["meta.helm.sh/release-name"], release.as_str());
+
+    // The new operator, under the upgraded release's RBAC, takes the config over; then the documented cleanup.
+    let id = s.id.clone();
+    let options = OperatorOptions { test_id: &id, lease: &id, extra: &[] };
+    s.operator = Some(Operator::start_as(options, &namespace, &fullname));
+    let name = config["metadata"]["name"].as_str().unwrap();
+    s.wait_ready(name).await;
+    cleanup_leaves_nothing_per_config(&s, &config, &earlier, &namespace).await;
+
+    // The config goes while its operator runs (its finalizer); the release goes with `layout`.
+    s.delete_config(name).await;
+    cluster::eventually(Duration::from_secs(60), "the config deleted by the operator", || async {
+        s.configs().get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// docs/install.md's upgrade of a kustomize install of the earlier layout (its ClusterRole, policy and binding as
+/// `kubectl apply -k config/default` of that version left them): the documented `kubectl apply -k config/default`,
+/// then, once the config is Ready again, the documented cleanup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kustomize_install_of_the_earlier_layout_upgrades_in_place_and_leaves_nothing_per_config() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Scenario::new("layoutkust").await;
+    let _layout = EarlierLayout::new();
+    let system = cluster::OPERATOR_NAMESPACE;
+    let previous: Vec<String> = ["role.yaml", "operator_policy.yaml", "operator_policy_binding.yaml"]
+        .iter()
+        .map(|f| repo(&format!("{PREVIOUS}/{f}")).to_str().unwrap().to_string())
+        .collect();
+    kubectl(&["apply", "-f", &previous[0], "-f", &previous[1], "-f", &previous[2]]);
+    assert!(get("validatingadmissionpolicybinding", "neuron-dra-operator", None)["spec"].get("paramRef").is_none());
+    let config = config_in_place(&s).await;
+    let earlier = earlier_operator_objects(&config);
+    create(&earlier);
+    create(&bystanders(&s.id));
+
+    // The documented upgrade, `kubectl apply -k config/default` (tests/install.rs runs it as the doc shows it).
+    kubectl(&["apply", "-k", repo("config/default").to_str().unwrap()]);
+    assert_plugin_objects_installed(system);
+    assert_operator_policy_reads_the_allow_list("neuron-dra-operator", system);
+    let role = cluster::documents(&std::fs::read_to_string(repo("config/rbac/role.yaml")).unwrap()).remove(0);
+    assert_eq!(get("clusterrole", "neuron-dra-operator", None)["rules"], role["rules"]);
+
+    // The new operator, under the upgraded RBAC, takes the config over; then the documented cleanup.
+    s.operator = Some(s.start_operator(&[]));
+    let name = config["metadata"]["name"].as_str().unwrap();
+    s.wait_ready(name).await;
+    cleanup_leaves_nothing_per_config(&s, &config, &earlier, system).await;
+    s.delete_config(name).await;
+    cluster::eventually(Duration::from_secs(60), "the config deleted by the operator", || async {
+        s.configs().get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    // The Deployment's pods never ran here; on a node added later (`make test-node`) they would, and an operator
+    // that manages every config would fight the tests' own.
+    kubectl(&["delete", "deployment", "neuron-dra-operator", "-n", system, "--wait=false"]);
 }

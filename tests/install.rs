@@ -25,7 +25,10 @@ const DOC_APPLY_SAMPLES: &str = "kubectl apply -k config/samples";
 const DOC_GET: &str = "kubectl get ndc";
 const DOC_MAKE_BUNDLE: &str = "make bundle";
 const DOC_UPGRADE_CRD: &str = "kubectl apply --server-side -f crds/neurondra.io_neurondraconfigs.yaml";
-const DOC_COMMANDS: &[&str] = &[DOC_APPLY_DEFAULT, DOC_APPLY_SAMPLES, DOC_GET, DOC_MAKE_BUNDLE, DOC_UPGRADE_CRD];
+/// With OLM, which installs no admission policy from a bundle: the fences, applied beside it.
+const DOC_APPLY_FENCES: &str = "kubectl apply -f config/rbac/operator_policy.yaml -f config/rbac/operator_policy_binding.yaml -f config/rbac/plugin_fence.yaml -f config/rbac/plugin_fence_binding.yaml";
+const DOC_COMMANDS: &[&str] =
+    &[DOC_APPLY_DEFAULT, DOC_APPLY_SAMPLES, DOC_GET, DOC_MAKE_BUNDLE, DOC_UPGRADE_CRD, DOC_APPLY_FENCES];
 
 const BIN: &str = env!("CARGO_BIN_EXE_neuron-dra-operator");
 
@@ -155,9 +158,75 @@ fn the_csv_permissions_and_deployment_are_config_default() {
     let mut budget = find(&objects, "PodDisruptionBudget", "neuron-dra-operator").clone();
     budget["metadata"].as_object_mut().unwrap().remove("namespace");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::DISRUPTION_BUDGET_FILE)), budget);
-    // The metrics reader, bound by whoever scrapes, ships as a ClusterRole of its own.
+    // The metrics reader, bound by whoever scrapes, ships as a ClusterRole of its own; so does the kubelet plugin's,
+    // which the operator binds (and may bind, by name, and nothing else).
     let reader = find(&objects, "ClusterRole", "neuron-dra-operator-metrics-reader");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::METRICS_READER_FILE)), *reader);
+    let plugin = find(&objects, "ClusterRole", "neuron-dra-plugin");
+    assert_eq!(read_yaml(&format!("bundle/{}", bundle::PLUGIN_ROLE_FILE)), *plugin);
+    assert!(rules.iter().any(|r| r["resources"] == json!(["clusterroles"])
+        && r["resourceNames"] == json!(["neuron-dra-plugin"])
+        && r["verbs"] == json!(["bind"])));
+    // The allow-list, in the namespace OLM installs into; the Deployment reads it as config/manager's does.
+    let mut params = find(&objects, "ConfigMap", "neuron-dra-fence").clone();
+    params["metadata"].as_object_mut().unwrap().remove("namespace");
+    assert_eq!(read_yaml(&format!("bundle/{}", bundle::FENCE_PARAMS_FILE)), params);
+    let env = deployments[0]["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+    assert!(env.contains("DRIVER_NAMESPACES") && env.contains("neuron-dra-fence"), "{env}");
+}
+
+/// Everything `config/default` installs comes with OLM too: as a file of the bundle, from the CSV (the operator's
+/// ServiceAccount, Deployment and permissions, which OLM binds itself), from OLM (the namespace), or, for the kinds
+/// OLM does not install, from docs/install.md's commands beside it (the fences; the NetworkPolicy's file).
+#[test]
+fn every_object_config_default_installs_comes_with_olm_or_the_documented_commands_beside_it() {
+    let mut bundled: Vec<(String, String)> = Vec::new();
+    for entry in std::fs::read_dir(repo("bundle/manifests")).unwrap() {
+        let object = read_yaml(&format!("bundle/manifests/{}", entry.unwrap().file_name().to_string_lossy()));
+        bundled.push((object["kind"].as_str().unwrap().into(), object["metadata"]["name"].as_str().unwrap().into()));
+    }
+    let fence_files: Vec<&str> =
+        DOC_APPLY_FENCES.split(' ').collect::<Vec<_>>().windows(2).filter(|w| w[0] == "-f").map(|w| w[1]).collect();
+    let mut applied = Vec::new();
+    for file in &fence_files {
+        for object in documents(&std::fs::read_to_string(repo(file)).unwrap()) {
+            applied.push((
+                object["kind"].as_str().unwrap().to_string(),
+                object["metadata"]["name"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    let csv = checked_in_csv();
+    let install = &csv["spec"]["install"]["spec"];
+    let mut missing = Vec::new();
+    for object in kustomize("config/default") {
+        let (kind, name) = (object["kind"].as_str().unwrap(), object["metadata"]["name"].as_str().unwrap());
+        let key = (kind.to_string(), name.to_string());
+        let from_csv = match kind {
+            "ServiceAccount" => install["clusterPermissions"][0]["serviceAccountName"] == name,
+            "Deployment" => install["deployments"][0]["name"] == name,
+            // OLM binds the CSV's permissions (their rules are compared with these roles above).
+            "ClusterRoleBinding" | "RoleBinding" | "Role" => true,
+            "ClusterRole" => {
+                object["metadata"]["name"] == "neuron-dra-operator"
+                    || object["metadata"]["name"] == "neuron-dra-operator-metrics-auth"
+            }
+            // OLM installs into a namespace of the user's (the suggested one).
+            "Namespace" => csv["metadata"]["annotations"]["operatorframework.io/suggested-namespace"] == name,
+            // Documented in "With OLM": its file, with the namespace set.
+            "NetworkPolicy" => true,
+            _ => false,
+        };
+        if !(from_csv || bundled.contains(&key) || applied.contains(&key)) {
+            missing.push(format!("{kind} {name}"));
+        }
+        if kind.starts_with("ValidatingAdmissionPolicy") {
+            assert!(applied.contains(&key), "{kind} {name}: not applied by docs/install.md's OLM command");
+        }
+    }
+    assert!(missing.is_empty(), "config/default installs what OLM does not: {missing:?}");
+    // And nothing else: the command applies admission objects only, each one config/default's.
+    assert!(applied.iter().all(|(kind, _)| kind.starts_with("ValidatingAdmissionPolicy")), "{applied:?}");
 }
 
 #[test]
@@ -439,6 +508,26 @@ async fn the_documented_crd_upgrade_applies_and_the_operator_accepts_the_result(
     let installed =
         Api::<CustomResourceDefinition>::all(client).get(neuron_dra_operator::runtime::client::CRD_NAME).await;
     assert_eq!(neuron_dra_operator::runtime::crd::check_installed(Some(&installed.unwrap())), Ok(()));
+}
+
+/// docs/install.md's OLM fences: applied where `config/rbac` already put them (as every test cluster has it), they are
+/// unchanged, and the server takes each.
+#[test]
+fn the_documented_olm_fences_apply() {
+    cluster::install();
+    let (stdout, _) = sh_ok(DOC_APPLY_FENCES);
+    for object in [
+        "validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-operator",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/neuron-dra-operator",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-plugin-fence",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-plugin-pods",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/neuron-dra-plugin-fence",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/neuron-dra-plugin-pods",
+    ] {
+        assert!(stdout.lines().any(|l| l.starts_with(object)), "{object} not applied:\n{stdout}");
+    }
+    let binding = cluster::get("validatingadmissionpolicybinding", "neuron-dra-plugin-pods", None).unwrap();
+    assert_eq!(binding["spec"]["paramRef"]["namespace"], cluster::OPERATOR_NAMESPACE);
 }
 
 /// A throwaway CRD, deleted when dropped.

@@ -79,8 +79,9 @@ async fn ready_pods(s: &Scenario, namespace: &str, selector: &str, replicas: usi
         .unwrap_or_else(|_| panic!("{replicas} Ready operator pods in {namespace}:\n{}", node::describe(&[namespace])))
 }
 
-/// Everything about one running installation: on the node, non-root, restricted, probes and metrics.
-async fn check_installation(s: &Scenario, namespace: &str, selector: &str, replicas: usize) {
+/// Everything about one running installation: on the node, non-root, restricted, probes and metrics, and a config
+/// in `driver_namespace` (one the installation's allow-list names) reconciled.
+async fn check_installation(s: &Scenario, namespace: &str, selector: &str, replicas: usize, driver_namespace: &str) {
     let ips = ready_pods(s, namespace, selector, replicas).await;
     let node = node::name(&s.client).await;
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
@@ -113,7 +114,8 @@ async fn check_installation(s: &Scenario, namespace: &str, selector: &str, repli
 
     // The operator in the pod does its job: a config reconciled to Ready.
     let work = s.namespace("work", &[]).await;
-    let spec = json!({"templates": {"namespaces": [work]}, "profiles": [{"name": "one", "training": {"devices": 1}}]});
+    let spec = json!({"templates": {"namespaces": [work]}, "driver": {"namespace": driver_namespace},
+        "profiles": [{"name": "one", "training": {"devices": 1}}]});
     let mut config = s.config(&s.id, spec);
     config["metadata"]["labels"] = json!({});
     s.apply(&config).await.unwrap();
@@ -153,11 +155,14 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     let install = docs::with_package(docs::EKS_HELM_INSTALL, &tools::packaged_chart())
         .replace("ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator", IMAGE_REPOSITORY);
     let mut args = docs::helm_args(&install, &release, &namespace);
-    // Every test shares the CRD cluster::install applied; this release leaves it alone (tests/helm_upgrade.rs has
-    // a release manage it).
-    args.extend(["--wait", "--timeout", "150s", "--set", "crds.enabled=false"].map(String::from));
+    // Every test shares the CRD, the plugin's ClusterRole and the fences cluster::install applied; this release
+    // leaves them alone (tests/helm_upgrade.rs has a release manage them) and runs its plugin in a driver namespace of
+    // its own allow-list, outside the shared one (whose fence lets only config/rbac's operator start plugins there).
+    let driver_namespace = format!("{}-plugin", s.id);
+    let fence = format!("fence.clusterObjects=false,fence.driverNamespaces={{{driver_namespace}}}");
+    args.extend(["--wait", "--timeout", "150s", "--set", "crds.enabled=false", "--set", &fence].map(String::from));
     helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    check_installation(&s, &namespace, SELECTOR, 2).await;
+    check_installation(&s, &namespace, SELECTOR, 2, &driver_namespace).await;
     // `helm test`: the chart's smoke-test pod scrapes both replicas through the Service's endpoints, under
     // `restricted`, and its objects go once it passed.
     let mut args = docs::helm_args(docs::HELM_TEST, &release, &namespace);
@@ -167,11 +172,12 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     let left = kubectl(&["get", "pods,serviceaccounts", "-n", &namespace, "-o", "name"]);
     assert!(!left.contains("smoke-test"), "helm test left {left}");
     helm(&["uninstall", &release, "-n", &namespace, "--wait", "--timeout", "60s"]);
+    let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
 
     // kustomize: the documented `kubectl apply -k config/default` (its namespace enforces `restricted` itself).
     kubectl(&["apply", "-k", repo("config/default").to_str().unwrap()]);
     let system = cluster::OPERATOR_NAMESPACE;
-    check_installation(&s, system, SELECTOR, 2).await;
+    check_installation(&s, system, SELECTOR, 2, &s.driver_namespace()).await;
     // Only the Deployment goes: the CRD, RBAC and namespace stay for the other tests, as cluster::install leaves them.
     kubectl(&["delete", "deployment", "-n", system, "-l", SELECTOR, "--wait=true"]);
 }
