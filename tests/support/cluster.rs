@@ -17,6 +17,8 @@ use kube::Client;
 
 pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
 pub const OPERATOR_SA: &str = "neuron-dra-operator";
+/// The install's allow-list the fences read (config/rbac/fence_params.yaml).
+pub const FENCE_PARAMS: &str = "neuron-dra-fence";
 /// Label that ties a test's configs to the operator that test runs (`--config-selector`).
 pub const TEST_LABEL: &str = "neurondra.io/test";
 /// The shipped ClusterRole that allows `get` on `/metrics`.
@@ -85,7 +87,8 @@ pub fn served_version(resource: &str) -> Option<String> {
     line.split_whitespace().find(|column| column.starts_with("resource.k8s.io/")).map(str::to_string)
 }
 
-/// Installs the CRD from `crds/` and the operator's RBAC from `config/rbac` (once per test process).
+/// Installs the CRD from `crds/` and the operator's RBAC and fences from `config/rbac`, with the tests' allow-list
+/// (once per test process).
 pub fn install() {
     INSTALL.call_once(|| {
         kubectl(&["apply", "--server-side", "--force-conflicts", "-f", repo("crds").to_str().unwrap()]);
@@ -99,6 +102,7 @@ pub fn install() {
         let ns = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OPERATOR_NAMESPACE}}}\n");
         kubectl_with(&kubeconfig(), &["apply", "-f", "-"], Some(&ns)).unwrap();
         kubectl(&["apply", "-k", repo("config/rbac").to_str().unwrap()]);
+        allow_test_drivers();
         // The EFA driver's DeviceClass, as AWS's chart installs it: the test clusters have the EFA driver (simulated
         // fleets publish its devices), so `efa: true` templates are usable, and not reported DeviceClassMissing, in
         // every test, whichever runs first.
@@ -106,6 +110,15 @@ pub fn install() {
         let class = serde_json::to_string(&class).unwrap();
         kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&class)).unwrap();
     });
+}
+
+/// The install's allow-list (ConfigMap `neuron-dra-fence`) widened for the tests: every test's driver namespace and
+/// the stand-in plugin's images (tests/fixtures/fence-params.yaml, a merge patch kubectl's later applies of
+/// `config/rbac` or `config/default` leave as it is).
+pub fn allow_test_drivers() {
+    let patch = repo("tests/fixtures/fence-params.yaml");
+    let patch = patch.to_str().unwrap();
+    kubectl(&["patch", "configmap", FENCE_PARAMS, "-n", OPERATOR_NAMESPACE, "--type", "merge", "--patch-file", patch]);
 }
 
 /// An object as `kubectl get -o json` shows it, or kubectl's error (NotFound, say).
