@@ -11,7 +11,7 @@ mod support {
     pub mod scenario;
 }
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use kube::Client;
 use neuron_dra_operator::devtools::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL, slice_name};
@@ -120,7 +120,7 @@ async fn client(token: &str, name: &str) -> Client {
 }
 
 /// What the API server authenticates a token as (`kubectl auth whoami`): its `extra`.
-fn extra(kubeconfig: &PathBuf) -> Value {
+fn extra(kubeconfig: &Path) -> Value {
     let review = kubectl_with(kubeconfig, &["auth", "whoami", "-o", "json"], None).unwrap();
     serde_json::from_str::<Value>(&review).unwrap()["status"]["userInfo"]["extra"].clone()
 }
