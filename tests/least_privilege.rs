@@ -27,6 +27,7 @@ const LABELLED_RULE: &str =
     "the operator may only write objects labelled app.kubernetes.io/managed-by=neuron-dra-operator";
 const DAEMON_SET_RULE: &str =
     "may only write a DaemonSet named neuron-dra-<config> that runs the ServiceAccount of its own name";
+const PRIVILEGE_RULE: &str = "the operator may not run privileged containers or add capabilities";
 const BINDING_RULE: &str = "may only bind the ClusterRole neuron-dra-plugin, and only to kubelet plugin ServiceAccounts (neuron-dra-*) in driver namespaces";
 
 /// This test's config (its driver namespace `<id>-driver`, a node selector no node matches), as the operator
@@ -104,18 +105,8 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
     let attacks: [(&str, &str, Value, &str); 9] = [
         ("hostpid", pod, json!({"hostPID": true}), "the operator may not run a DaemonSet with hostPID or hostIPC"),
         ("hostipc", pod, json!({"hostIPC": true}), "the operator may not run a DaemonSet with hostPID or hostIPC"),
-        (
-            "privileged",
-            container,
-            json!({"securityContext": {"privileged": true}}),
-            "may not run privileged containers",
-        ),
-        (
-            "caps",
-            container,
-            json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}),
-            "or add capabilities",
-        ),
+        ("privileged", container, json!({"securityContext": {"privileged": true}}), PRIVILEGE_RULE),
+        ("caps", container, json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}), PRIVILEGE_RULE),
         ("image", container, json!({"image": "example.com/evil:1"}), images),
         ("lookalike", container, json!({"image": "public.ecr.aws/neuron/neuron-dra-driver-evil:1"}), images),
         ("init", pod, json!({"initContainers": [{"name": "x", "image": "example.com/evil:1"}]}), images),

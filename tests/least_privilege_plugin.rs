@@ -223,10 +223,10 @@ async fn a_pod_bound_plugin_token_writes_only_its_own_nodes_slices_driver_labels
 }
 
 /// #38.7: a token of the plugin's ServiceAccount bound to a Node (anyone who may create tokens in the driver
-/// namespace can mint one for any node), or to nothing, is refused every write with the fence's first rule; the
-/// pod-bound one beside it is not.
+/// namespace can mint one for any node), to a Secret, or to nothing, is refused every write with the fence's first
+/// rule; the pod-bound one beside it is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_bound_or_unbound_plugin_token_writes_nothing() {
+async fn a_plugin_token_not_bound_to_its_pod_writes_nothing() {
     let p = Plugin::start("lpnodebound").await;
     let admin = &p.s.client;
     let (node_bound, kubeconfig) =
@@ -235,10 +235,14 @@ async fn a_node_bound_or_unbound_plugin_token_writes_nothing() {
     let extra = extra(&kubeconfig);
     assert_eq!(extra["authentication.kubernetes.io/node-name"], json!([p.other]), "{extra}");
     assert!(extra.get("authentication.kubernetes.io/pod-name").is_none(), "{extra}");
+    kubectl(&["create", "secret", "generic", "bound", "-n", &p.namespace]);
+    let (secret_bound, _) = p.token("secret", &["--bound-object-kind", "Secret", "--bound-object-name", "bound"]).await;
     let (unbound, _) = p.token("unbound", &[]).await;
     let (pod_bound, _) = p.pod_bound().await;
 
-    for (what, client, target) in [("node-bound", &node_bound, &p.other), ("unbound", &unbound, &p.own)] {
+    let tokens =
+        [("node-bound", &node_bound, &p.other), ("secret-bound", &secret_bound, &p.own), ("unbound", &unbound, &p.own)];
+    for (what, client, target) in tokens {
         let object = slice(&format!("{}-{what}", p.s.id), target, NEURON_DRIVER, target);
         refused_create(&format!("{what}: a slice of {target}"), client, admin, &object, POD_BOUND_RULE).await;
         let label = labels("neuron.aws.com/least-privilege", json!("yes"));
@@ -275,6 +279,15 @@ async fn only_the_daemon_set_controller_starts_plugin_pods_and_only_the_operator
     kubectl(&["create", "serviceaccount", account, "-n", &tenant]);
     let elsewhere = pod("elsewhere", &tenant, json!({"serviceAccountName": account}));
     accepted_create("the plugin's name outside a driver namespace", admin, &elsewhere).await;
+    // ... runs with no plugin rights: the operator binds the plugin's role only in driver namespaces.
+    let bound = ["--bound-object-kind", "Pod", "--bound-object-name", "elsewhere"];
+    let tenant_plugin = client(&token(&tenant, account, &bound), &format!("{}-tenant", p.s.id)).await;
+    let refused = create(&tenant_plugin, &slice(&format!("{}-tenant", p.s.id), &p.own, NEURON_DRIVER, &p.own)).await;
+    assert_refused(
+        "a slice with the tenant's look-alike account",
+        refused,
+        "cannot create resource \"resourceslices\"",
+    );
 
     // Controllers: a Deployment's and a Job's pods that run the plugin's account are refused; with another account
     // the same controllers create theirs.
