@@ -202,9 +202,16 @@ async fn a_pod_bound_plugin_token_writes_only_its_own_nodes_slices_driver_labels
     let annotate = json!({"metadata": {"annotations": {"example.com/x": "yes"}}});
     let refused = patch(&plugin, &own_node, &annotate).await;
     assert_refused("annotate its node", refused, "may not change its Node's annotations");
-    let capacity = json!({"status": {"capacity": {"aws.amazon.com/neuron": "64"}}});
-    let refused = patch_status(&plugin, &own_node, &capacity).await;
-    assert_refused("change its capacity", refused, "may not change its Node's capacity, allocatable or addresses");
+    let resources = json!({"aws.amazon.com/neuron": "64"});
+    let addresses = json!([{"type": "InternalIP", "address": "10.255.0.1"}]);
+    for (field, value) in [("capacity", &resources), ("allocatable", &resources), ("addresses", &addresses)] {
+        let refused = patch_status(&plugin, &own_node, &json!({"status": {field: value}})).await;
+        assert_refused(
+            &format!("change its {field}"),
+            refused,
+            "may not change its Node's capacity, allocatable or addresses",
+        );
+    }
     let refused = patch_status(&plugin, &own_node, &condition("Ready", "False")).await;
     let rule = "may set only its driver's conditions (AcceleratedHardwareReady, NeuronHealth) on its Node";
     assert_refused("set its node NotReady", refused, rule);
