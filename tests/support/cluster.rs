@@ -113,8 +113,8 @@ pub fn install() {
 }
 
 /// The install's allow-list (ConfigMap `neuron-dra-fence`) widened for the tests: every test's driver namespace and
-/// the stand-in plugin's images (tests/fixtures/fence-params.yaml, a merge patch kubectl's later applies of
-/// `config/rbac` or `config/default` leave as it is).
+/// the stand-in plugin's images (tests/fixtures/fence-params.yaml, a merge patch). A test that applies `config/rbac`
+/// or `config/default` itself puts the defaults back, and calls this again right after.
 pub fn allow_test_drivers() {
     let patch = repo("tests/fixtures/fence-params.yaml");
     let patch = patch.to_str().unwrap();
