@@ -22,9 +22,7 @@ use serde_json::{Value, json};
 use support::attack::{
     accepted_create, assert_accepted, assert_refused, create, delete, patch, patch_status, refused_create,
 };
-use support::cluster::{
-    OPERATOR_NAMESPACE, OPERATOR_SA, client_from, eventually, kubectl, kubectl_with, token, token_kubeconfig,
-};
+use support::cluster::{client_from, eventually, kubectl, kubectl_with, token, token_kubeconfig};
 use support::scenario::{Scenario, TIMEOUT};
 
 const POD_BOUND_RULE: &str = "the kubelet plugin's token must be the one its pod was given";
@@ -67,7 +65,7 @@ impl Plugin {
         );
         let config = validate(&serde_json::from_value(document).unwrap()).expect("a valid config");
         let (namespace, account) = (s.driver_namespace(), build::plugin_name(&s.id));
-        let operator = client(&token(OPERATOR_NAMESPACE, OPERATOR_SA, &[]), &format!("{}-operator", s.id)).await;
+        let operator = support::attack::operator(&s.id).await;
         accepted_create("the driver namespace", &operator, &typed(&build::namespace(&config), "v1", "Namespace")).await;
         let service_account = typed(&build::service_account(&config), "v1", "ServiceAccount");
         assert_accepted("the plugin's ServiceAccount", create(&operator, &service_account).await);
