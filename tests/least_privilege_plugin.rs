@@ -11,7 +11,7 @@ mod support {
     pub mod scenario;
 }
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use kube::Client;
 use neuron_dra_operator::devtools::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL, slice_name};
@@ -22,9 +22,7 @@ use serde_json::{Value, json};
 use support::attack::{
     accepted_create, assert_accepted, assert_refused, create, delete, patch, patch_status, refused_create,
 };
-use support::cluster::{
-    OPERATOR_NAMESPACE, OPERATOR_SA, client_from, eventually, kubectl, kubectl_with, token, token_kubeconfig,
-};
+use support::cluster::{client_from, eventually, kubectl, kubectl_with, token, token_kubeconfig};
 use support::scenario::{Scenario, TIMEOUT};
 
 const POD_BOUND_RULE: &str = "the kubelet plugin's token must be the one its pod was given";
@@ -67,7 +65,7 @@ impl Plugin {
         );
         let config = validate(&serde_json::from_value(document).unwrap()).expect("a valid config");
         let (namespace, account) = (s.driver_namespace(), build::plugin_name(&s.id));
-        let operator = client(&token(OPERATOR_NAMESPACE, OPERATOR_SA, &[]), &format!("{}-operator", s.id)).await;
+        let operator = support::attack::operator(&s.id).await;
         accepted_create("the driver namespace", &operator, &typed(&build::namespace(&config), "v1", "Namespace")).await;
         let service_account = typed(&build::service_account(&config), "v1", "ServiceAccount");
         assert_accepted("the plugin's ServiceAccount", create(&operator, &service_account).await);
@@ -120,7 +118,7 @@ async fn client(token: &str, name: &str) -> Client {
 }
 
 /// What the API server authenticates a token as (`kubectl auth whoami`): its `extra`.
-fn extra(kubeconfig: &PathBuf) -> Value {
+fn extra(kubeconfig: &Path) -> Value {
     let review = kubectl_with(kubeconfig, &["auth", "whoami", "-o", "json"], None).unwrap();
     serde_json::from_str::<Value>(&review).unwrap()["status"]["userInfo"]["extra"].clone()
 }
@@ -202,9 +200,16 @@ async fn a_pod_bound_plugin_token_writes_only_its_own_nodes_slices_driver_labels
     let annotate = json!({"metadata": {"annotations": {"example.com/x": "yes"}}});
     let refused = patch(&plugin, &own_node, &annotate).await;
     assert_refused("annotate its node", refused, "may not change its Node's annotations");
-    let capacity = json!({"status": {"capacity": {"aws.amazon.com/neuron": "64"}}});
-    let refused = patch_status(&plugin, &own_node, &capacity).await;
-    assert_refused("change its capacity", refused, "may not change its Node's capacity, allocatable or addresses");
+    let resources = json!({"aws.amazon.com/neuron": "64"});
+    let addresses = json!([{"type": "InternalIP", "address": "10.255.0.1"}]);
+    for (field, value) in [("capacity", &resources), ("allocatable", &resources), ("addresses", &addresses)] {
+        let refused = patch_status(&plugin, &own_node, &json!({"status": {field: value}})).await;
+        assert_refused(
+            &format!("change its {field}"),
+            refused,
+            "may not change its Node's capacity, allocatable or addresses",
+        );
+    }
     let refused = patch_status(&plugin, &own_node, &condition("Ready", "False")).await;
     let rule = "may set only its driver's conditions (AcceleratedHardwareReady, NeuronHealth) on its Node";
     assert_refused("set its node NotReady", refused, rule);
@@ -223,10 +228,10 @@ async fn a_pod_bound_plugin_token_writes_only_its_own_nodes_slices_driver_labels
 }
 
 /// #38.7: a token of the plugin's ServiceAccount bound to a Node (anyone who may create tokens in the driver
-/// namespace can mint one for any node), or to nothing, is refused every write with the fence's first rule; the
-/// pod-bound one beside it is not.
+/// namespace can mint one for any node), to a Secret, or to nothing, is refused every write with the fence's first
+/// rule; the pod-bound one beside it is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_bound_or_unbound_plugin_token_writes_nothing() {
+async fn a_plugin_token_not_bound_to_its_pod_writes_nothing() {
     let p = Plugin::start("lpnodebound").await;
     let admin = &p.s.client;
     let (node_bound, kubeconfig) =
@@ -235,10 +240,14 @@ async fn a_node_bound_or_unbound_plugin_token_writes_nothing() {
     let extra = extra(&kubeconfig);
     assert_eq!(extra["authentication.kubernetes.io/node-name"], json!([p.other]), "{extra}");
     assert!(extra.get("authentication.kubernetes.io/pod-name").is_none(), "{extra}");
+    kubectl(&["create", "secret", "generic", "bound", "-n", &p.namespace]);
+    let (secret_bound, _) = p.token("secret", &["--bound-object-kind", "Secret", "--bound-object-name", "bound"]).await;
     let (unbound, _) = p.token("unbound", &[]).await;
     let (pod_bound, _) = p.pod_bound().await;
 
-    for (what, client, target) in [("node-bound", &node_bound, &p.other), ("unbound", &unbound, &p.own)] {
+    let tokens =
+        [("node-bound", &node_bound, &p.other), ("secret-bound", &secret_bound, &p.own), ("unbound", &unbound, &p.own)];
+    for (what, client, target) in tokens {
         let object = slice(&format!("{}-{what}", p.s.id), target, NEURON_DRIVER, target);
         refused_create(&format!("{what}: a slice of {target}"), client, admin, &object, POD_BOUND_RULE).await;
         let label = labels("neuron.aws.com/least-privilege", json!("yes"));
@@ -275,6 +284,15 @@ async fn only_the_daemon_set_controller_starts_plugin_pods_and_only_the_operator
     kubectl(&["create", "serviceaccount", account, "-n", &tenant]);
     let elsewhere = pod("elsewhere", &tenant, json!({"serviceAccountName": account}));
     accepted_create("the plugin's name outside a driver namespace", admin, &elsewhere).await;
+    // ... runs with no plugin rights: the operator binds the plugin's role only in driver namespaces.
+    let bound = ["--bound-object-kind", "Pod", "--bound-object-name", "elsewhere"];
+    let tenant_plugin = client(&token(&tenant, account, &bound), &format!("{}-tenant", p.s.id)).await;
+    let refused = create(&tenant_plugin, &slice(&format!("{}-tenant", p.s.id), &p.own, NEURON_DRIVER, &p.own)).await;
+    assert_refused(
+        "a slice with the tenant's look-alike account",
+        refused,
+        "cannot create resource \"resourceslices\"",
+    );
 
     // Controllers: a Deployment's and a Job's pods that run the plugin's account are refused; with another account
     // the same controllers create theirs.

@@ -156,7 +156,7 @@ async fn the_operator_role_writes_no_fence_role_node_or_slice() {
     assert!(binds == 1 && writes > 0, "the role binds the plugin's role and writes operands: {role}");
 
     install();
-    let refused: [&[&str]; 11] = [
+    let refused: [&[&str]; 12] = [
         &["delete", "validatingadmissionpolicybindings"],
         &["create", "validatingadmissionpolicies"],
         &["patch", "clusterroles"],
@@ -168,6 +168,7 @@ async fn the_operator_role_writes_no_fence_role_node_or_slice() {
         &["escalate", "clusterroles"],
         &["impersonate", "users"],
         &["create", "serviceaccounts", "--subresource", "token", "-n", "kube-system"],
+        &["create", "pods", "-n", "kube-system"],
     ];
     for args in refused {
         assert!(!operator_can(args), "the operator may {}", args.join(" "));

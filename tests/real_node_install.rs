@@ -176,6 +176,8 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
 
     // kustomize: the documented `kubectl apply -k config/default` (its namespace enforces `restricted` itself).
     kubectl(&["apply", "-k", repo("config/default").to_str().unwrap()]);
+    // The documented apply put back the default allow-list; the tests' driver namespaces need theirs.
+    cluster::allow_test_drivers();
     let system = cluster::OPERATOR_NAMESPACE;
     check_installation(&s, system, SELECTOR, 2, &s.driver_namespace()).await;
     // Only the Deployment goes: the CRD, RBAC and namespace stay for the other tests, as cluster::install leaves them.

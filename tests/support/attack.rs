@@ -127,14 +127,19 @@ pub async fn refused_create(what: &str, client: &Client, admin: &Client, object:
 
 /// Creates `object` as `client` until the server accepts it, for at most `LOADED` (a parameter just changed).
 pub async fn accepted_create(what: &str, client: &Client, object: &Value) {
+    accepted(what, || create(client, object)).await
+}
+
+/// Makes a write until the server accepts it, for at most `LOADED` (a parameter just changed reaches admission
+/// within seconds), and reports the last refusal at the deadline.
+pub async fn accepted<F, Fut>(what: &str, write: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
     let deadline = Instant::now() + LOADED;
-    loop {
-        match create(client, object).await {
-            Ok(()) => return,
-            Err(message) => {
-                assert!(Instant::now() < deadline, "{what}: still refused after {LOADED:?}: {message}")
-            }
-        }
+    while let Err(message) = write().await {
+        assert!(Instant::now() < deadline, "{what}: still refused after {LOADED:?}: {message}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
