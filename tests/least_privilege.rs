@@ -227,7 +227,7 @@ async fn a_stolen_operator_token_taints_only_neuron_devices_and_budgets_only_dev
         {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}),
     );
     assert_refused("a scoped quota", create(&operator, &scoped).await, quota_rule);
-    let budget = with_kind(&build::resource_quota(&config, &team, 4), "v1", "ResourceQuota");
+    let budget = with_kind(&build::resource_quota(&config, &team, 4.into()), "v1", "ResourceQuota");
     assert_accepted("the team's device budget as rendered", create(&operator, &budget).await);
     delete(&operator, &budget).await.expect("the operator deletes its budget");
     delete(&admin, &namespace(&team)).await.unwrap();
