@@ -200,6 +200,16 @@ async fn a_pod_bound_plugin_token_writes_only_its_own_nodes_slices_driver_labels
     let annotate = json!({"metadata": {"annotations": {"example.com/x": "yes"}}});
     let refused = patch(&plugin, &own_node, &annotate).await;
     assert_refused("annotate its node", refused, "may not change its Node's annotations");
+    // An owner that does not exist: the garbage collector would delete the Node.
+    let owned = json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "gone",
+        "uid": "00000000-0000-0000-0000-000000000000"}]}});
+    let rule = "may not change its Node's owner references or finalizers";
+    assert_refused("give its node an owner", patch(&plugin, &own_node, &owned).await, rule);
+    let finalized = json!({"metadata": {"finalizers": ["example.com/stay"]}});
+    assert_refused("give its node a finalizer", patch(&plugin, &own_node, &finalized).await, rule);
+    let version = json!({"status": {"nodeInfo": {"kubeletVersion": "v9.9.9"}}});
+    let rule = "may not change its Node's nodeInfo or daemonEndpoints";
+    assert_refused("rewrite its kubelet version", patch_status(&plugin, &own_node, &version).await, rule);
     let resources = json!({"aws.amazon.com/neuron": "64"});
     let addresses = json!([{"type": "InternalIP", "address": "10.255.0.1"}]);
     for (field, value) in [("capacity", &resources), ("allocatable", &resources), ("addresses", &addresses)] {
