@@ -100,7 +100,7 @@ KUBE_OLDEST := v1.34.4
 KUBE_NEWEST := v1.37.2
 NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions --test remediation \
   --test samples --test quotas --test kueue --test least_privilege --test least_privilege_plugin \
-  --test least_privilege_rbac
+  --test least_privilege_rbac --test unfenced
 ## The tests that run containers on the real node (ignored by a plain `cargo test`): all of them on the oldest
 ## release, the kubelet's side (plugin, pods, rollout, remediation) on the newest.
 NODE_TESTS := --test real_node --test real_node_install
