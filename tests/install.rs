@@ -31,6 +31,11 @@ const DOC_COMMANDS: &[&str] =
     &[DOC_APPLY_DEFAULT, DOC_APPLY_SAMPLES, DOC_GET, DOC_MAKE_BUNDLE, DOC_UPGRADE_CRD, DOC_APPLY_FENCES];
 
 const BIN: &str = env!("CARGO_BIN_EXE_neuron-dra-operator");
+/// Held by each test that applies the shipped fences, which puts the shipped allow-list back until
+/// `cluster::allow_test_drivers` widens it again: the other's configs would be refused meanwhile.
+static SHIPPED_FENCES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The policies' install variables: the allow-list and the operator.
+const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 
 /// Runs a command line (words split on spaces) in the checkout, against the local control plane.
 fn sh(command: &str) -> Output {
@@ -363,6 +368,7 @@ fn every_alm_example_is_accepted_by_the_api_server() {
 /// other test and the demo.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() {
+    let _shipped = SHIPPED_FENCES.lock().await;
     // A dry run does not create the namespace the namespaced objects go to: create it for real first.
     sh_ok("kubectl apply -f config/manager/namespace.yaml");
     let (stdout, stderr) = sh_ok(&format!("{DOC_APPLY_DEFAULT} --dry-run=server"));
@@ -506,12 +512,16 @@ async fn the_documented_crd_upgrade_applies_and_the_operator_accepts_the_result(
     assert_eq!(neuron_dra_operator::runtime::crd::check_installed(Some(&installed.unwrap())), Ok(()));
 }
 
-/// docs/install.md's OLM fences: applied where `config/rbac` already put them (as every test cluster has it), they are
-/// unchanged, and the server takes each.
+/// docs/install.md's OLM fences: applied where `config/rbac` already put them (as every test cluster has it), the
+/// server takes each, with the shipped allow-list in their install variables and no parameters.
 #[test]
 fn the_documented_olm_fences_apply() {
     cluster::install();
+    let _shipped = SHIPPED_FENCES.blocking_lock();
     let (stdout, _) = sh_ok(DOC_APPLY_FENCES);
+    let pods = cluster::get("validatingadmissionpolicy", "neuron-dra-plugin-pods", None).unwrap();
+    // The documented apply put back the shipped allow-list; the tests' driver namespaces need theirs.
+    cluster::allow_test_drivers();
     for object in [
         "validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-operator",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/neuron-dra-operator",
@@ -522,8 +532,109 @@ fn the_documented_olm_fences_apply() {
     ] {
         assert!(stdout.lines().any(|l| l.starts_with(object)), "{object} not applied:\n{stdout}");
     }
-    let binding = cluster::get("validatingadmissionpolicybinding", "neuron-dra-plugin-pods", None).unwrap();
-    assert_eq!(binding["spec"]["paramRef"]["namespace"], cluster::OPERATOR_NAMESPACE);
+    let variables: Vec<(String, String)> = pods["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| INSTALL_VARIABLES.contains(&v["name"].as_str().unwrap()))
+        .map(|v| (v["name"].as_str().unwrap().to_string(), v["expression"].as_str().unwrap().to_string()))
+        .collect();
+    let shipped = |name: &str, list: &str| (name.to_string(), list.to_string());
+    assert_eq!(
+        variables,
+        [
+            shipped("namespacePatterns", "['neuron-dra-driver']"),
+            shipped("imagePatterns", "['public.ecr.aws/neuron/neuron-dra-driver']"),
+            shipped("operators", "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']"),
+        ]
+    );
+    assert!(pods["spec"].get("paramKind").is_none(), "{pods}");
+    for name in ["neuron-dra-operator", "neuron-dra-plugin-fence", "neuron-dra-plugin-pods"] {
+        let binding = cluster::get("validatingadmissionpolicybinding", name, None).unwrap();
+        assert!(binding["spec"].get("paramRef").is_none(), "{binding}");
+    }
+}
+
+/// A policy spec with its install variables' expressions blanked.
+fn fixed_part(object: &Value) -> Value {
+    let mut object = object.clone();
+    for variable in object["spec"]["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = json!("");
+        }
+    }
+    object
+}
+
+/// The expression of a policy's variable `name`.
+fn variable(policy: &Value, name: &str) -> String {
+    let variables = policy["spec"]["variables"].as_array().unwrap();
+    let found = variables.iter().find(|v| v["name"] == name).unwrap_or_else(|| panic!("no variable {name}"));
+    found["expression"].as_str().unwrap().to_string()
+}
+
+/// docs/install.md's overlay that changes the allow-list, as the page shows it (in a directory beside `config/`):
+/// it sets the same lists in both policies' install variables and changes nothing else `config/default` installs;
+/// the API server takes it (a server dry run); and its `test` operations refuse a patch whose variable moved.
+#[test]
+fn the_documented_allow_list_overlay_sets_both_policies_and_nothing_else() {
+    let doc = std::fs::read_to_string(repo("docs/install.md")).unwrap();
+    let overlay = doc
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|block| block.split("\n```").next())
+        .find(|block| block.contains("patches:"))
+        .expect("docs/install.md shows no overlay")
+        .to_string();
+    assert!(overlay.contains("- ../config/default\n"), "{overlay}");
+    // Under target/, two levels below the checkout.
+    let name = cluster::unique("install-overlay");
+    let dir = repo("target").join(&name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |text: &str| std::fs::write(dir.join("kustomization.yaml"), text).unwrap();
+    write(&overlay.replace("- ../config/default\n", "- ../../config/default\n"));
+    let built = kustomize(&format!("target/{name}"));
+    let shipped = kustomize("config/default");
+    assert_eq!(built.len(), shipped.len());
+    let namespaces = "['neuron-dra-driver', 'team-*']";
+    let images =
+        "['public.ecr.aws/neuron/neuron-dra-driver', '111122223333.dkr.ecr.us-west-2.amazonaws.com/neuron-dra-driver']";
+    for (built, shipped) in built.iter().zip(&shipped) {
+        let name = built["metadata"]["name"].as_str().unwrap();
+        if built["kind"] == "ValidatingAdmissionPolicy"
+            && ["neuron-dra-operator", "neuron-dra-plugin-pods"].contains(&name)
+        {
+            assert_eq!(variable(built, "namespacePatterns"), namespaces, "{name}");
+            assert_eq!(variable(built, "imagePatterns"), images, "{name}");
+            assert_eq!(fixed_part(built), fixed_part(shipped), "{name}: more than its install variables changed");
+        } else {
+            assert_eq!(built, shipped, "the overlay changed {} {name}", built["kind"]);
+        }
+    }
+    let pods = find(&built, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods");
+    assert_eq!(
+        variable(pods, "operators"),
+        variable(find(&shipped, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods"), "operators")
+    );
+
+    // The server compiles the patched expressions (a dry run changes nothing).
+    cluster::install();
+    let (stdout, _) = sh_ok(&format!("kubectl apply -k target/{name} --dry-run=server"));
+    assert!(
+        stdout.contains("validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-plugin-pods"),
+        "{stdout}"
+    );
+
+    // A variable moved: the patch is refused, not applied to another variable.
+    write(
+        &overlay
+            .replace("- ../config/default\n", "- ../../config/default\n")
+            .replace("/spec/variables/1/name", "/spec/variables/0/name"),
+    );
+    let out = sh(&format!("kubectl kustomize target/{name}"));
+    assert!(!out.status.success(), "a patch of a moved variable applied");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("test failed"), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A throwaway CRD, deleted when dropped.
