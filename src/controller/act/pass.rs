@@ -230,7 +230,10 @@ impl<'a> Pass<'a> {
     /// config's fields and owner reference are released.
     async fn release_shared<K: Operand>(&mut self) {
         let (Some(uid), Some(dt)) = (self.uid.clone(), K::served(self.ctx)) else { return };
-        for object in K::deletable(&self.ctx.stores) {
+        // In name order, as orphans go: the cache's order is not the same from one pass to the next.
+        let mut shared = K::deletable(&self.ctx.stores);
+        shared.sort_by_key(|o| key(o.as_ref()));
+        for object in shared {
             let owners = object.owner_references();
             if self.claimed.contains(&written(&dt, object.as_ref())) || !owners.iter().any(|o| o.uid == uid) {
                 continue;

@@ -273,8 +273,8 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
         format!("DELETE {DAEMON_SET}"),
         "DELETE /apis/rbac.authorization.k8s.io/v1/clusterrolebindings/neuron-dra-c".into(),
         "DELETE /api/v1/namespaces/neuron-dra-driver/serviceaccounts/neuron-dra-c".into(),
-        "DELETE /apis/resource.k8s.io/v1/deviceclasses/ultraserver-nodes.neuron.aws.com".into(),
         "DELETE /apis/resource.k8s.io/v1/deviceclasses/neuron.aws.com".into(),
+        "DELETE /apis/resource.k8s.io/v1/deviceclasses/ultraserver-nodes.neuron.aws.com".into(),
         EVENT.into(),
         "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c".into(),
     ];
