@@ -29,8 +29,8 @@ const HELM_LABELS: &[&str] =
     &["helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"];
 /// The annotation that keeps the CRD through `helm uninstall` (crds.keep).
 const KEEP: &str = "helm.sh/resource-policy";
-/// The pod annotation that restarts the operator when the release changes its allow-list (read at start).
-const FENCE_CHECKSUM: &str = "neurondra.io/fence-checksum";
+/// The policies' install variables, which the chart sets from `fence.*` and the release's ServiceAccount.
+const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 /// Every value that turns on a part that is off by default.
 const EVERYTHING_ON: &[&str] = &[
     "--set",
@@ -68,7 +68,7 @@ fn kustomize(dir: &str) -> Vec<Value> {
 }
 
 /// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance), the
-/// CRD's `helm.sh/resource-policy` (crds.keep) and the pod template's allow-list checksum; numbers as floats
+/// CRD's `helm.sh/resource-policy` (crds.keep); numbers as floats
 /// (kustomize prints `2.0` as `2`).
 fn normalized(value: &Value) -> Value {
     match value {
@@ -86,18 +86,13 @@ fn normalized(value: &Value) -> Value {
                             .collect(),
                     ),
                     ("annotations", Value::Object(annotations)) => Value::Object(
-                        annotations
-                            .iter()
-                            .filter(|(a, _)| *a != KEEP && *a != FENCE_CHECKSUM)
-                            .map(|(a, v)| (a.clone(), v.clone()))
-                            .collect(),
+                        annotations.iter().filter(|(a, _)| *a != KEEP).map(|(a, v)| (a.clone(), v.clone())).collect(),
                     ),
                     _ => v.clone(),
                 };
                 (k.clone(), normalized(&v))
             })
-            // The CRD's labels are Helm's alone, the pod template's annotations the checksum alone: none left is
-            // none at all.
+            // The CRD's labels are Helm's alone: none left is none at all.
             .filter(|(k, v)| {
                 !(matches!(k.as_str(), "labels" | "annotations") && v.as_object().is_some_and(|l| l.is_empty()))
             })
@@ -338,11 +333,49 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
     assert_eq!(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::1:role/r");
 }
 
-/// The install's allow-list (ConfigMap `neuron-dra-fence`) is the `fence.*` values, each list joined with commas,
-/// and this release's ServiceAccount as the operator; the operator's environment reads it, its pods restart when
-/// it changes, and every binding that reads parameters reads it in the release namespace.
+/// A policy spec with what the install sets blanked: its install variables' expressions and, for the operator's
+/// policy, the first match condition (the operator's user). What is left is config/rbac's file, whatever the values.
+fn fixed_part(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    for variable in spec["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = json!("");
+        }
+    }
+    if let Some(operator) = spec["matchConditions"].as_array_mut().and_then(|c| c.first_mut()) {
+        if operator["name"] == "operator" {
+            operator["expression"] = json!("");
+        }
+    }
+    spec
+}
+
+/// A policy's install variables, by name, as rendered.
+fn install_variables(policy: &Value) -> BTreeMap<String, String> {
+    policy["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)))
+        .map(|v| (v["name"].as_str().unwrap().to_string(), v["expression"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The policies of `file` (config/rbac), by name.
+fn config_policies(file: &str) -> BTreeMap<String, Value> {
+    documents(&std::fs::read_to_string(repo(file)).unwrap())
+        .into_iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), o))
+        .collect()
+}
+
+/// The install's allow-list is the `fence.*` values, written as CEL lists into the install variables of both
+/// policies that enforce it (the operator's and `neuron-dra-plugin-pods`, which the operator reads it from), with
+/// this release's ServiceAccount as `operators`; every other part of each policy is config/rbac's. No parameter
+/// object, no binding parameters, nothing in the operator's environment.
 #[test]
-fn the_allow_list_is_the_fence_values_and_reaches_the_operator() {
+fn the_allow_list_is_the_fence_values_in_the_policies_install_variables() {
     let render_in = |namespace: &str, sets: &[&str]| {
         let mut args = vec!["template", "x", CHART, "-n", namespace, "--skip-tests"];
         for set in sets {
@@ -358,73 +391,80 @@ fn the_allow_list_is_the_fence_values_and_reaches_the_operator() {
         "ml-system",
         &["fence.driverNamespaces={neuron-dra-driver,team-*,*-plugins}", "fence.imageRepositories={a.io/x,b.io/y/*}"],
     );
-    let params = find(&objects, "ConfigMap", "neuron-dra-fence");
-    assert_eq!(params["metadata"]["namespace"], "ml-system");
+    let namespaces = "['neuron-dra-driver', 'team-*', '*-plugins']";
+    let images = "['a.io/x', 'b.io/y/*']";
+    let user = "system:serviceaccount:ml-system:x-neuron-dra-operator";
+    let operator = find(&objects, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
     assert_eq!(
-        params["data"],
-        json!({
-            "driverNamespaces": "neuron-dra-driver,team-*,*-plugins",
-            "imageRepositories": "a.io/x,b.io/y/*",
-            "operatorServiceAccount": "system:serviceaccount:ml-system:x-neuron-dra-operator",
-        })
+        install_variables(&operator),
+        BTreeMap::from([("imagePatterns".into(), images.into()), ("namespacePatterns".into(), namespaces.into())])
     );
-    // The operator's policy names the same user as the allow-list (its first match condition).
-    let policy = find(&objects, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
+    // The operator's policy applies to this release's ServiceAccount (its first match condition).
+    assert_eq!(operator["spec"]["matchConditions"][0]["expression"], format!("request.userInfo.username == '{user}'"));
+    let pods = find(&objects, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods");
     assert_eq!(
-        policy["spec"]["matchConditions"][0]["expression"],
-        "request.userInfo.username == 'system:serviceaccount:ml-system:x-neuron-dra-operator'"
+        install_variables(&pods),
+        BTreeMap::from([
+            ("imagePatterns".into(), images.into()),
+            ("namespacePatterns".into(), namespaces.into()),
+            ("operators".into(), format!("['{user}']")),
+        ])
     );
-    let param_ref = json!({"name": "neuron-dra-fence", "namespace": "ml-system", "parameterNotFoundAction": "Deny"});
-    for binding in ["x-neuron-dra-operator", "neuron-dra-plugin-pods"] {
-        let binding = find(&objects, "ValidatingAdmissionPolicyBinding", binding);
-        assert_eq!(binding["spec"]["paramRef"], param_ref, "{binding}");
-        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]), "{binding}");
-    }
-    let fence = find(&objects, "ValidatingAdmissionPolicyBinding", "neuron-dra-plugin-fence");
-    assert!(fence["spec"].get("paramRef").is_none(), "the plugin's own fence takes no parameters: {fence}");
-
-    // The operator's environment, from the ConfigMap by key.
-    let deployment = find(&objects, "Deployment", "x-neuron-dra-operator");
-    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap().clone();
-    for (variable, key) in
-        [("DRIVER_NAMESPACES", "driverNamespaces"), ("DRIVER_IMAGE_REPOSITORIES", "imageRepositories")]
-    {
-        let reference = json!({"configMapKeyRef": {"name": "neuron-dra-fence", "key": key, "optional": true}});
-        assert!(env.contains(&json!({"name": variable, "valueFrom": reference})), "no {variable} from {key}: {env:?}");
-    }
-    // Read at start: a release that changes the allow-list changes the pod template, one that does not keeps it.
-    let checksum = |objects: &[Value]| {
-        find(objects, "Deployment", "x-neuron-dra-operator")["spec"]["template"]["metadata"]["annotations"]
-            [FENCE_CHECKSUM]
-            .clone()
-    };
+    // Everything else is config/rbac's, byte for byte.
+    let shipped = config_policies("config/rbac/operator_policy.yaml").remove("neuron-dra-operator").unwrap();
+    assert_eq!(
+        serde_json::to_string(&fixed_part(&operator["spec"])).unwrap(),
+        serde_json::to_string(&fixed_part(&shipped["spec"])).unwrap(),
+        "the operator's policy differs from config/rbac/operator_policy.yaml beyond its install variables"
+    );
+    let shipped = config_policies("config/rbac/plugin_fence.yaml").remove("neuron-dra-plugin-pods").unwrap();
+    assert_eq!(
+        serde_json::to_string(&fixed_part(&pods["spec"])).unwrap(),
+        serde_json::to_string(&fixed_part(&shipped["spec"])).unwrap(),
+        "neuron-dra-plugin-pods differs from config/rbac/plugin_fence.yaml beyond its install variables"
+    );
+    // One fence of the defaults: config/rbac's own lists (the release's ServiceAccount as the operator).
     let default = render_in("ml-system", &[]);
-    assert!(checksum(&default).as_str().is_some_and(|c| c.len() == 16), "{}", checksum(&default));
-    assert_ne!(checksum(&default), checksum(&objects));
-    assert_eq!(checksum(&default), checksum(&render_in("ml-system", &["replicas=3"])));
-    assert_ne!(checksum(&default), checksum(&render_in("ml-system", &["serviceAccount.name=other"])));
-    let annotated = render_in("ml-system", &["podAnnotations.team=ml"]);
-    let annotations =
-        &find(&annotated, "Deployment", "x-neuron-dra-operator")["spec"]["template"]["metadata"]["annotations"];
-    assert_eq!(annotations["team"], "ml");
-    assert_eq!(annotations[FENCE_CHECKSUM], checksum(&default));
+    let pods = find(&default, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods");
+    assert_eq!(install_variables(&pods)["namespacePatterns"], "['neuron-dra-driver']");
+    assert_eq!(install_variables(&pods)["imagePatterns"], "['public.ecr.aws/neuron/neuron-dra-driver']");
+
+    // No parameters anywhere: a binding whose parameter object is missing denies all its policy matches.
+    for object in objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("ValidatingAdmission"))) {
+        assert!(object["spec"].get("paramKind").is_none(), "{object}");
+        assert!(object["spec"].get("paramRef").is_none(), "{object}");
+    }
+    assert!(!objects.iter().any(|o| o["kind"] == "ConfigMap"), "a ConfigMap by default");
+    // Nor in the operator's environment or pod template: it reads the allow-list from the plugin-pods fence.
+    let deployment = find(&objects, "Deployment", "x-neuron-dra-operator");
+    let text = deployment.to_string();
+    for stale in ["DRIVER_NAMESPACES", "DRIVER_IMAGE_REPOSITORIES", "configMapKeyRef", "fence-checksum"] {
+        assert!(!text.contains(stale), "the Deployment still has {stale}: {deployment}");
+    }
+    assert_eq!(
+        deployment["spec"]["template"],
+        find(&default, "Deployment", "x-neuron-dra-operator")["spec"]["template"],
+        "the allow-list changes the pod template"
+    );
 
     // Where the cluster has its plugin ClusterRole and fences already, the release leaves them out, and keeps its
-    // own allow-list and policy.
-    let without = render_in("ml-system", &["fence.clusterObjects=false"]);
+    // own policy with its allow-list.
+    let without = render_in("ml-system", &["fence.clusterObjects=false", "fence.driverNamespaces={a,b*}"]);
     let kinds: Vec<String> = without
         .iter()
         .filter(|o| o["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("neuron-dra-plugin")))
         .map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
         .collect();
     assert_eq!(kinds, Vec::<String>::new(), "fence.clusterObjects=false");
-    find(&without, "ConfigMap", "neuron-dra-fence");
+    let operator = find(&without, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
+    assert_eq!(install_variables(&operator)["namespacePatterns"], "['a', 'b*']");
     find(&without, "ValidatingAdmissionPolicyBinding", "x-neuron-dra-operator");
 }
 
 /// The operator refuses to start a plugin unless the fences it finds apply the policies it was built with
-/// (config/rbac/plugin_fence.yaml): the chart renders them, and the plugin's ClusterRole, as the files have them,
-/// under their own names whatever the release, and its operator may bind that ClusterRole and no other.
+/// (config/rbac/plugin_fence.yaml, but for the install variables): the chart renders them, and the plugin's
+/// ClusterRole, as the files have them, under their own names whatever the release, with the release's
+/// ServiceAccount as `operators`, and its operator may bind that ClusterRole and no other.
 #[test]
 fn the_plugin_fences_and_role_are_config_rbacs_whatever_the_release() {
     let file_documents = |path: &str| documents(&std::fs::read_to_string(repo(path)).unwrap());
@@ -439,13 +479,17 @@ fn the_plugin_fences_and_role_are_config_rbacs_whatever_the_release() {
     assert_eq!(policies.len(), 2);
     for policy in &policies {
         let name = policy["metadata"]["name"].as_str().unwrap();
-        let spec = rendered("ValidatingAdmissionPolicy", name)["spec"].clone();
-        // The same JSON, byte for byte, as the file's spec.
+        let rendered_policy = rendered("ValidatingAdmissionPolicy", name);
+        // The same JSON, byte for byte, as the file's spec, but for the install variables.
         assert_eq!(
-            serde_json::to_string(&spec).unwrap(),
-            serde_json::to_string(&policy["spec"]).unwrap(),
+            serde_json::to_string(&fixed_part(&rendered_policy["spec"])).unwrap(),
+            serde_json::to_string(&fixed_part(&policy["spec"])).unwrap(),
             "{name}'s spec differs from config/rbac/plugin_fence.yaml"
         );
+        // The fence that says who may start a plugin names this release's operator.
+        if let Some(operators) = install_variables(&rendered_policy).get("operators") {
+            assert_eq!(operators, "['system:serviceaccount:elsewhere:renamed']", "{name}");
+        }
         let binding = rendered("ValidatingAdmissionPolicyBinding", name);
         assert_eq!(binding["spec"]["policyName"], name);
         assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
@@ -468,8 +512,8 @@ fn the_plugin_fences_and_role_are_config_rbacs_whatever_the_release() {
     );
 }
 
-/// An allow-list entry that is no name or pattern (empty, all names, a list in one entry, a tag or digest, no
-/// entry at all) is refused by the values schema in one line that names it.
+/// An allow-list entry that is no name or pattern (empty, all names, a list in one entry, a tag or digest, a quote
+/// or backslash that would break out of the policies' CEL lists, no entry at all) is refused by the values schema in one line that names it.
 #[test]
 fn a_bad_allow_list_entry_is_refused_in_one_line_naming_it() {
     let dir = temp_dir("helm-fence-values");
@@ -487,6 +531,11 @@ fn a_bad_allow_list_entry_is_refused_in_one_line_naming_it() {
         ),
         ("imageRepositories", "[\"*/neuron\"]", "/fence/imageRepositories/0': '*/neuron'"),
         ("imageRepositories", "[\"a b\"]", "/fence/imageRepositories/0': 'a b'"),
+        // A quote or a backslash would end the CEL string literal the chart writes the entry into.
+        ("imageRepositories", "[\"a.io/x', 'b\"]", "/fence/imageRepositories/0'"),
+        ("imageRepositories", "['a.io/\\x']", "/fence/imageRepositories/0'"),
+        ("imageRepositories", "['a.io/\"x']", "/fence/imageRepositories/0'"),
+        ("driverNamespaces", "[\"team-a' || true || '\"]", "/fence/driverNamespaces/0'"),
     ];
     for (index, (key, list, line)) in cases.iter().enumerate() {
         let values = dir.join(format!("{index}.yaml"));
@@ -574,13 +623,28 @@ fn helm_release(release: &str, namespace: &str) -> Value {
     list[0].clone()
 }
 
-/// The driver namespace of a release's configs in these tests, which its allow-list names. The cluster's plugin
-/// fences are the shared ones `cluster::install` applied (one set per cluster: the release leaves them out,
-/// `fence.clusterObjects=false`), whose allow-list names the operator `config/rbac` installs as the only one that may
-/// start a plugin in a driver namespace it lists; this namespace is not among those, so the release's own operator
-/// may start its plugins here, under the release's own policy and allow-list.
+/// The driver namespace of a release's configs in these tests: in the cluster's allow-list (`*-driver`, the tests'
+/// widening of it), and the only one in the release's. The cluster's plugin fences are the shared ones
+/// `cluster::install` applied (one set per cluster: the release leaves them out, `fence.clusterObjects=false`): the
+/// release's operator reads its allow-list there, and may start a plugin only once `neuron-dra-plugin-pods` names
+/// its ServiceAccount among `operators` (`also_operator`); its own policy keeps it to the release's allow-list.
 fn release_driver_namespace(s: &Scenario) -> String {
-    format!("{}-plugin", s.id)
+    format!("{}-driver", s.id)
+}
+
+/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
+/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
+/// `cluster::allow_test_drivers` puts it back.
+fn also_operator(user: &str) {
+    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
+    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
+    for (shipped, widened) in cluster::ALLOW_LIST {
+        text = text.replace(shipped, widened);
+    }
+    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
+    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
+    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
+        .unwrap();
 }
 
 /// The samples, each made this test's own: its namespaces, the test label, a node selector no node matches, the
@@ -649,11 +713,15 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     let config = get("ndc", &chart_config_name, None).unwrap();
     assert_eq!(config["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
     assert_eq!(config["metadata"]["labels"][TEST_LABEL], s.id.as_str());
-    // The release's allow-list, which its policy's binding and its operator read.
-    let params = get("configmap", "neuron-dra-fence", Some(&namespace)).unwrap();
-    assert_eq!(params["data"]["driverNamespaces"], release_driver_namespace(&s).as_str());
+    // The release's allow-list, in its policy's install variables; no parameters, no ConfigMap.
+    let policy = get("validatingadmissionpolicy", &fullname, None).unwrap();
+    assert_eq!(install_variables(&policy)["namespacePatterns"], format!("['{}']", release_driver_namespace(&s)));
+    assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
     let binding = get("validatingadmissionpolicybinding", &fullname, None).unwrap();
-    assert_eq!(binding["spec"]["paramRef"]["namespace"], namespace.as_str());
+    assert!(binding["spec"].get("paramRef").is_none(), "{binding}");
+    assert!(get("configmap", "neuron-dra-fence", Some(&namespace)).is_err(), "an allow-list ConfigMap");
+    // The cluster's fences let this release's operator start plugins too.
+    also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
 
     // No kubelet runs pods here: the operator runs as a process with a token of the chart's ServiceAccount and its
     // Lease in the release namespace, so only the chart's RBAC lets it work.
@@ -725,10 +793,6 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     }
     let list = helm(&["list", "-n", &namespace, "-q"]).ok("helm list");
     assert!(!list.lines().any(|l| l == release), "{list}");
-    // The allow-list stays (helm.sh/resource-policy: keep): the bindings that read it went first, so nothing the
-    // uninstall deleted was refused for want of it; it goes with the namespace.
-    let params = get("configmap", "neuron-dra-fence", Some(&namespace)).expect("the allow-list is kept");
-    assert_eq!(params["metadata"]["annotations"][KEEP], "keep");
     // The CRD was not the release's (crds.enabled=false): it stays.
     get("crd", "neurondraconfigs.neurondra.io", None).expect("the CRD stays");
     // Nor were the plugin's ClusterRole and fences (fence.clusterObjects=false).
@@ -739,6 +803,8 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     ] {
         get(kind, name, None).unwrap_or_else(|e| panic!("the cluster's {kind} {name} went with the release: {e}"));
     }
+    // The cluster's fences as `cluster::install` left them: its operator alone.
+    cluster::allow_test_drivers();
     let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
 }
 
