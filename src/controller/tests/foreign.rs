@@ -5,7 +5,8 @@ use serde_json::json;
 
 use super::fixtures::{Fixture, World};
 use super::{
-    CREATE_TEMPLATE, DEVICE_CLASS, EVENT, STATUS, TEMPLATE, condition, config, converged, desired, with_written_status,
+    CREATE_TEMPLATE, DEVICE_CLASS, EVENT, STATUS, TEMPLATE, being_deleted, condition, config, converged, desired,
+    with_written_status,
 };
 
 /// Hardening #26 item 3: a template another tool made under the same name is reported and left alone.
@@ -113,9 +114,7 @@ async fn a_look_alike_with_the_configs_label_but_not_its_uid_is_never_deleted() 
     fixture.reconcile(&c).await.unwrap();
     assert!(!fixture.lines().iter().any(|l| l.starts_with("DELETE")), "{:#?}", fixture.lines());
 
-    let mut deleted = c.clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    let deleted = being_deleted(&c);
     let fixture = Fixture::new(&world);
     fixture.reconcile(&deleted).await.unwrap();
     let lines = fixture.lines();

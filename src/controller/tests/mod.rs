@@ -47,6 +47,14 @@ fn config_at(name: &str, created: &str, spec: Value) -> NeuronDRAConfig {
     .unwrap()
 }
 
+/// `config` with its deletion begun now.
+fn being_deleted(config: &NeuronDRAConfig) -> NeuronDRAConfig {
+    let mut deleted = config.clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    deleted
+}
+
 fn config(spec: Value) -> NeuronDRAConfig {
     config_at("c", "2026-01-02T00:00:00Z", spec)
 }
@@ -261,9 +269,7 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
     assert_eq!(fixture.lines(), [dropped, STATUS, EVENT]);
     assert_eq!(fixture.event_reasons(), ["Deleted"]);
 
-    let mut deleted = c.clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    let deleted = being_deleted(&c);
     let fixture = Fixture::new(&world);
     fixture.reconcile(&deleted).await.unwrap();
     let lines = fixture.lines();
@@ -328,9 +334,7 @@ async fn a_deleted_config_leaves_no_metric_series_and_no_state() {
     fixture.reconcile(&c).await.unwrap();
     assert!(fixture.ctx.metrics.encode().contains("config=\"c\""));
 
-    let mut deleted = c.clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    let mut deleted = being_deleted(&c);
     deleted.metadata.resource_version = Some("3".into());
     fixture.reconcile(&deleted).await.unwrap();
     let metrics = fixture.ctx.metrics.encode();
