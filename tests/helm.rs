@@ -342,10 +342,10 @@ fn fixed_part(spec: &Value) -> Value {
             variable["expression"] = json!("");
         }
     }
-    if let Some(operator) = spec["matchConditions"].as_array_mut().and_then(|c| c.first_mut()) {
-        if operator["name"] == "operator" {
-            operator["expression"] = json!("");
-        }
+    if let Some(operator) = spec["matchConditions"].as_array_mut().and_then(|c| c.first_mut())
+        && operator["name"] == "operator"
+    {
+        operator["expression"] = json!("");
     }
     spec
 }
