@@ -11,8 +11,8 @@
 //! The earlier layout, in which the operator wrote each config's ClusterRole and fence itself
 //! (`tests/fixtures/previous-layout`: that operator's ClusterRole and policy, and its chart's policy and Deployment
 //! templates), upgraded in place with the chart and with kustomize: afterwards the plugin's ClusterRole and fences
-//! are there as `config/rbac` has them, the operator's policy binding reads the allow-list, and the documented
-//! cleanup leaves no per-config ClusterRole, policy or binding of the earlier operator, and nothing else is gone.
+//! are there as `config/rbac` has them (but for their install variables: the allow-list and the operator), the
+//! operator's policy holds the allow-list and reads no parameters, and the documented cleanup leaves no per-config ClusterRole, policy or binding of the earlier operator, and nothing else is gone.
 //!
 //! The CRD, the plugin's ClusterRole and fences and the operator's kustomize RBAC are shared by every test of the
 //! cluster, so these tests take turns (`SERIAL`; cargo runs test binaries one after another), and guards put the
@@ -41,6 +41,8 @@ use support::scenario::Scenario;
 use support::tools::{self, temp_dir};
 
 const CHART: &str = "charts/neuron-dra-operator";
+/// The policies' install variables: the allow-list and the operator, which the install sets.
+const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 /// The earlier layout's files (from the last commit before the plugin's ClusterRole and fences were installed
 /// statically).
 const PREVIOUS: &str = "tests/fixtures/previous-layout";
@@ -107,11 +109,13 @@ async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survi
     let _restore = SharedCrd;
     let (release, namespace) = (s.id.clone(), s.id.clone());
     let fullname = format!("{release}-neuron-dra-operator");
-    // The cluster's plugin ClusterRole and fences are the shared ones (`cluster::install`), whose allow-list lets
-    // only `config/rbac`'s operator start plugins in the driver namespaces it lists: this release leaves them out
-    // and runs its plugins in a driver namespace of its own allow-list, outside that one.
-    let driver_namespace = format!("{}-plugin", s.id);
+    // The cluster's plugin ClusterRole and fences are the shared ones (`cluster::install`): this release leaves
+    // them out, its operator reads its allow-list there (the config's driver namespace is in it), and those fences
+    // let it start plugins once they name it among their operators, as a cluster's admin does for a second release.
+    let driver_namespace = s.driver_namespace();
     let fence = format!("fence.clusterObjects=false,fence.driverNamespaces={{{driver_namespace}}}");
+    let _fences = SharedFences;
+    also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
 
     // The earlier release, on a cluster where its CRD is the older one (as its crds/ installed it).
     let older = std::fs::read_to_string(repo("tests/fixtures/older-crd.yaml")).unwrap();
@@ -232,38 +236,58 @@ fn holds(live: &Value, expected: &Value) -> bool {
     }
 }
 
-/// The plugin's ClusterRole and fences in the cluster as `config/rbac` has them, their parameters read in
-/// `params_namespace`.
-fn assert_plugin_objects_installed(params_namespace: &str) {
+/// A policy spec with its install variables' expressions blanked: what `config/rbac`'s file fixes.
+fn fixed_part(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    for variable in spec["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = json!("");
+        }
+    }
+    spec
+}
+
+/// The expression of a policy's variable `name`.
+fn variable(policy: &Value, name: &str) -> String {
+    let variables = policy["spec"]["variables"].as_array().unwrap();
+    let found = variables.iter().find(|v| v["name"] == name).unwrap_or_else(|| panic!("no variable {name}: {policy}"));
+    found["expression"].as_str().unwrap().to_string()
+}
+
+/// The plugin's ClusterRole and fences in the cluster as `config/rbac` has them, but for the install variables;
+/// `neuron-dra-plugin-pods` lets `operator` (a user) start plugins, and neither fence reads parameters.
+fn assert_plugin_objects_installed(operator: &str) {
     for (kind, name, object) in plugin_objects() {
         let live =
             cluster::get(&kind, &name, None).unwrap_or_else(|e| panic!("no {kind} {name} after the upgrade: {e}"));
         match kind.as_str() {
             "clusterrole" => assert_eq!(live["rules"], object["rules"], "{name}"),
-            "validatingadmissionpolicy" => assert!(holds(&live["spec"], &object["spec"]), "{name}: {}", live["spec"]),
+            "validatingadmissionpolicy" => {
+                let (live_spec, spec) = (fixed_part(&live["spec"]), fixed_part(&object["spec"]));
+                assert!(holds(&live_spec, &spec), "{name}: {}", live["spec"]);
+                assert!(live["spec"].get("paramKind").is_none(), "{name}: {}", live["spec"]);
+                if name == "neuron-dra-plugin-pods" {
+                    assert!(variable(&live, "operators").contains(&format!("'{operator}'")), "{name}: {live}");
+                }
+            }
             _ => {
                 assert_eq!(live["spec"]["validationActions"], json!(["Deny"]), "{name}");
-                if object["spec"].get("paramRef").is_some() {
-                    assert_eq!(live["spec"]["paramRef"]["namespace"], params_namespace, "{name}");
-                    assert_eq!(live["spec"]["paramRef"]["parameterNotFoundAction"], "Deny", "{name}");
-                }
+                assert!(live["spec"].get("paramRef").is_none(), "{name}: {}", live["spec"]);
             }
         }
     }
 }
 
-/// The operator's policy (named `name`) checks content against the allow-list: the policy takes a ConfigMap as its
-/// parameters and the binding, which the earlier layout had without, reads `neuron-dra-fence` in `namespace`.
-fn assert_operator_policy_reads_the_allow_list(name: &str, namespace: &str) {
+/// The operator's policy (named `name`) checks content against the allow-list written into it: its
+/// `namespacePatterns` is `namespaces` (a CEL list); the policy takes no parameters and its binding, as in the
+/// earlier layout, reads none.
+fn assert_operator_policy_holds_the_allow_list(name: &str, namespaces: &str) {
     let policy = get("validatingadmissionpolicy", name, None);
-    assert_eq!(policy["spec"]["paramKind"], json!({"apiVersion": "v1", "kind": "ConfigMap"}), "{name}");
+    assert!(policy["spec"].get("paramKind").is_none(), "{name}: {policy}");
+    assert_eq!(variable(&policy, "namespacePatterns"), namespaces, "{name}");
+    variable(&policy, "imagePatterns");
     let binding = get("validatingadmissionpolicybinding", name, None);
-    assert_eq!(
-        binding["spec"]["paramRef"],
-        json!({"name": "neuron-dra-fence", "namespace": namespace, "parameterNotFoundAction": "Deny"}),
-        "{name}'s binding"
-    );
-    get("configmap", "neuron-dra-fence", Some(namespace));
+    assert!(binding["spec"].get("paramRef").is_none(), "{name}'s binding: {binding}");
 }
 
 /// What the earlier operator wrote for a config (its `build::driver` and `build::fence`): a ClusterRole with the
@@ -330,38 +354,16 @@ fn kind_and_name(object: &Value) -> (String, String) {
 
 /// The cluster as the earlier layout left it: no plugin ClusterRole or fences (`config/rbac`'s, which
 /// `cluster::install` applied for every test, are deleted here). When dropped: uninstalls the release, if any, and
-/// deletes its namespace, then applies `config/rbac` again, so every later test finds it as `cluster::install` left
-/// it (the allow-list ConfigMap, which a test patch widens, is not deleted here, and applying the file again leaves
-/// the patch).
-///
-/// Meanwhile a policy binding that matches nothing keeps a ConfigMap parameter in use: the API server stops its
-/// ConfigMap parameter informer for good once no binding uses one (kubernetes/kubernetes#130887), after which every
-/// binding that reads a ConfigMap created later finds none and denies all it matches, in every later test. A
-/// cluster whose layout never had a ConfigMap parameter starts the informer fresh, as these tests need.
+/// deletes its namespace, then applies `config/rbac` again and the tests' allow-list over it
+/// (`cluster::allow_test_drivers`), so every later test finds it as `cluster::install` left it.
 struct EarlierLayout {
     /// A release and its namespace.
     release: Option<(String, String)>,
 }
 
-/// The policy (and its binding) that keeps a ConfigMap parameter in use while `EarlierLayout` holds.
-const KEEPER: &str = "neuron-dra-test-configmap-params-in-use";
-
 impl EarlierLayout {
     fn new() -> EarlierLayout {
         cluster::install();
-        create(&[
-            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-                "metadata": {"name": KEEPER},
-                "spec": {"failurePolicy": "Ignore", "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-                    // CONNECT never happens to a custom resource: the policy matches nothing.
-                    "matchConstraints": {"resourceRules": [{"apiGroups": ["neurondra.io"], "apiVersions": ["*"],
-                        "operations": ["CONNECT"], "resources": ["neurondraconfigs"]}]},
-                    "validations": [{"expression": "true"}]}}),
-            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": KEEPER},
-                "spec": {"policyName": KEEPER, "validationActions": ["Deny"],
-                    "paramRef": {"name": KEEPER, "namespace": "default", "parameterNotFoundAction": "Allow"}}}),
-        ]);
         for (kind, name, _) in plugin_objects() {
             kubectl(&["delete", &kind, &name, "--ignore-not-found", "--wait=true"]);
         }
@@ -378,10 +380,32 @@ impl Drop for EarlierLayout {
         }
         let rbac = repo("config/rbac");
         let _ = kubectl_with(&admin, &["apply", "-k", rbac.to_str().unwrap()], None);
-        for kind in ["validatingadmissionpolicybinding", "validatingadmissionpolicy"] {
-            let _ = kubectl_with(&admin, &["delete", kind, KEEPER, "--ignore-not-found"], None);
-        }
+        cluster::allow_test_drivers();
     }
+}
+
+/// Puts the cluster's shared fences back as `cluster::install` left them (the tests' allow-list, config/rbac's
+/// operator alone) when dropped.
+struct SharedFences;
+
+impl Drop for SharedFences {
+    fn drop(&mut self) {
+        cluster::allow_test_drivers();
+    }
+}
+
+/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
+/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
+fn also_operator(user: &str) {
+    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
+    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
+    for (shipped, widened) in cluster::ALLOW_LIST {
+        text = text.replace(shipped, widened);
+    }
+    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
+    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
+    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
+        .unwrap();
 }
 
 /// The earlier chart: this one with the earlier operator's ClusterRole rules and policy, its policy template (a
@@ -415,7 +439,7 @@ fn run_documented_cleanup() -> String {
 /// After the new operator took over the config (its binding now of the installed ClusterRole) and the documented
 /// cleanup ran: nothing of the earlier operator's per-config kinds is left, the bystanders and the installed
 /// objects are all there.
-async fn cleanup_leaves_nothing_per_config(s: &Scenario, config: &Value, earlier: &[Value], params_namespace: &str) {
+async fn cleanup_leaves_nothing_per_config(s: &Scenario, config: &Value, earlier: &[Value], operator: &str) {
     let config_name = config["metadata"]["name"].as_str().unwrap();
     let binding = format!("neuron-dra-{config_name}");
     cluster::eventually(Duration::from_secs(60), "the config's plugin bound to neuron-dra-plugin", || async {
@@ -445,7 +469,7 @@ async fn cleanup_leaves_nothing_per_config(s: &Scenario, config: &Value, earlier
         cluster::get(&kind, &name, None).unwrap_or_else(|e| panic!("the cleanup deleted {kind} {name}: {e}"));
         kubectl(&["delete", &kind, &name]);
     }
-    assert_plugin_objects_installed(params_namespace);
+    assert_plugin_objects_installed(operator);
 }
 
 /// A config of this test in its own driver namespace, created as a user would (no operator runs yet), with its uid.
@@ -493,8 +517,12 @@ async fn a_release_of_the_earlier_layout_upgrades_in_place_and_leaves_nothing_pe
     let upgrade = docs::with_package(docs::HELM_UPGRADE_RELEASE, &tools::packaged_chart());
     let upgraded = helm_doc(&upgrade, &release, &namespace, &["--set", &allow]);
     assert!(upgraded.contains("STATUS: deployed"), "{upgraded}");
-    assert_plugin_objects_installed(&namespace);
-    assert_operator_policy_reads_the_allow_list(&fullname, &namespace);
+    let user = format!("system:serviceaccount:{namespace}:{fullname}");
+    assert_plugin_objects_installed(&user);
+    assert_operator_policy_holds_the_allow_list(&fullname, &format!("['{}']", s.driver_namespace()));
+    let pods = get("validatingadmissionpolicy", "neuron-dra-plugin-pods", None);
+    assert_eq!(variable(&pods, "namespacePatterns"), format!("['{}']", s.driver_namespace()));
+    assert_eq!(variable(&pods, "operators"), format!("['{user}']"));
     let role = cluster::documents(&std::fs::read_to_string(repo("config/rbac/role.yaml")).unwrap()).remove(0);
     assert_eq!(get("clusterrole", &fullname, None)["rules"], role["rules"]);
     let plugin_role = get("clusterrole", "neuron-dra-plugin", None);
@@ -506,7 +534,7 @@ async fn a_release_of_the_earlier_layout_upgrades_in_place_and_leaves_nothing_pe
     s.operator = Some(Operator::start_as(options, &namespace, &fullname));
     let name = config["metadata"]["name"].as_str().unwrap();
     s.wait_ready(name).await;
-    cleanup_leaves_nothing_per_config(&s, &config, &earlier, &namespace).await;
+    cleanup_leaves_nothing_per_config(&s, &config, &earlier, &user).await;
 
     // The config goes while its operator runs (its finalizer); the release goes with `layout`.
     s.delete_config(name).await;
@@ -536,10 +564,13 @@ async fn a_kustomize_install_of_the_earlier_layout_upgrades_in_place_and_leaves_
     create(&earlier);
     create(&bystanders(&s.id));
 
-    // The documented upgrade, `kubectl apply -k config/default` (tests/install.rs runs it as the doc shows it).
+    // The documented upgrade, `kubectl apply -k config/default` (tests/install.rs runs it as the doc shows it): the
+    // shipped allow-list, which the tests widen again for their driver namespaces.
     kubectl(&["apply", "-k", repo("config/default").to_str().unwrap()]);
-    assert_plugin_objects_installed(system);
-    assert_operator_policy_reads_the_allow_list("neuron-dra-operator", system);
+    let user = format!("system:serviceaccount:{system}:neuron-dra-operator");
+    assert_plugin_objects_installed(&user);
+    assert_operator_policy_holds_the_allow_list("neuron-dra-operator", "['neuron-dra-driver']");
+    cluster::allow_test_drivers();
     let role = cluster::documents(&std::fs::read_to_string(repo("config/rbac/role.yaml")).unwrap()).remove(0);
     assert_eq!(get("clusterrole", "neuron-dra-operator", None)["rules"], role["rules"]);
 
@@ -547,7 +578,7 @@ async fn a_kustomize_install_of_the_earlier_layout_upgrades_in_place_and_leaves_
     s.operator = Some(s.start_operator(&[]));
     let name = config["metadata"]["name"].as_str().unwrap();
     s.wait_ready(name).await;
-    cleanup_leaves_nothing_per_config(&s, &config, &earlier, system).await;
+    cleanup_leaves_nothing_per_config(&s, &config, &earlier, &user).await;
     s.delete_config(name).await;
     cluster::eventually(Duration::from_secs(60), "the config deleted by the operator", || async {
         s.configs().get_opt(name).await.ok()?.is_none().then_some(())
