@@ -100,7 +100,9 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
 
     let pod = "/spec/template/spec";
     let container = "/spec/template/spec/containers/0";
-    let images = "the operator may only run images from public.ecr.aws/neuron/neuron-dra-driver, localhost/neuron-dra/neuron-dra-driver";
+    // The operator's policy and the plugin-pods fence both refuse a foreign image, in either order: both say so.
+    let images =
+        "may only run images from public.ecr.aws/neuron/neuron-dra-driver, localhost/neuron-dra/neuron-dra-driver";
     let host_paths = "the operator may only mount the kubelet plugin's host paths (/var/lib/kubelet/plugins, /var/lib/kubelet/plugins_registry, /var/run/cdi)";
     let attacks: [(&str, &str, Value, &str); 9] = [
         ("hostpid", pod, json!({"hostPID": true}), "the operator may not run a DaemonSet with hostPID or hostIPC"),
