@@ -45,7 +45,7 @@ crds:
 	$(MAKE) --no-print-directory chart
 
 ## The Helm chart's copies of what it shares with crds/ and config/ (a test fails when one is stale): the CRD (a
-## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
+## template, templates/crd.yaml, so that `helm upgrade` upgrades it), the RBAC rules, the kubelet plugin's ClusterRole and fences, the alerts and the dashboard; and its README, generated from values.yaml. Its templates are compared with config/ by tests/helm.rs.
 CHART := charts/neuron-dra-operator
 .PHONY: chart
 chart:
@@ -55,6 +55,8 @@ chart:
 	cp config/rbac/metrics_auth_role.yaml $(CHART)/files/metrics_auth_role.yaml
 	cp config/rbac/metrics_reader_role.yaml $(CHART)/files/metrics_reader_role.yaml
 	cp config/rbac/operator_policy.yaml $(CHART)/files/operator_policy.yaml
+	cp config/rbac/plugin_role.yaml $(CHART)/files/plugin_role.yaml
+	cp config/rbac/plugin_fence.yaml $(CHART)/files/plugin_fence.yaml
 	cp config/prometheus/prometheus_rule.yaml $(CHART)/files/prometheus_rule.yaml
 	cp config/grafana/neuron-dra-operator.json $(CHART)/files/neuron-dra-operator.json
 	$(CARGO) run --locked --quiet --features devtools --bin neuron-dra-devtools -- chart-readme --chart $(CHART)
@@ -97,7 +99,8 @@ unit-test:
 KUBE_OLDEST := v1.34.4
 KUBE_NEWEST := v1.37.2
 NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions --test remediation \
-  --test samples --test quotas --test kueue
+  --test samples --test quotas --test kueue --test least_privilege --test least_privilege_plugin \
+  --test least_privilege_rbac --test unfenced
 ## The tests that run containers on the real node (ignored by a plain `cargo test`): all of them on the oldest
 ## release, the kubelet's side (plugin, pods, rollout, remediation) on the newest.
 NODE_TESTS := --test real_node --test real_node_install

@@ -87,6 +87,9 @@ CONTROLLERS+=",resourcequota-controller"
 # EndpointSlices, for what finds pods through a Service as Prometheus does (the chart's `helm test`); PDB status,
 # without which the eviction API refuses every pod a PodDisruptionBudget covers.
 CONTROLLERS+=",endpointslice-controller,disruption-controller"
+# Type-checks each ValidatingAdmissionPolicy's expressions against the types it matches (status.typeChecking), which
+# tests/least_privilege.rs reads for config/rbac's fences, as a real cluster's controller manager reports it.
+CONTROLLERS+=",validatingadmissionpolicy-status-controller"
 
 READY_TIMEOUT="${CONTROLPLANE_READY_TIMEOUT:-120}"
 

@@ -107,19 +107,39 @@ async fn a_deleted_template_comes_back() {
     assert_eq!(after.labels()["neurondra.io/profile"], "train");
 }
 
+/// The plugin's DaemonSet is the operator's alone: its fence (`neuron-dra-plugin-pods`) refuses even an
+/// administrator's edit, naming the rule. What others may still edit is restored: a binding widened to another
+/// subject binds the plugin's ServiceAccount alone again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hand_edited_daemonset_image_is_restored() {
+async fn a_hand_edited_plugin_is_refused_and_a_widened_binding_is_restored() {
     let s = Scenario::with_operator("dsedit").await;
     s.apply(&s.config(&s.id, small_spec(&[]))).await.unwrap();
     s.wait_ready(&s.id).await;
     let ds_name = format!("neuron-dra-{}", s.id);
     let api: Api<DaemonSet> = Api::namespaced(s.client.clone(), &s.driver_namespace());
-    let image = |ds: &DaemonSet| ds.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].image.clone();
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "kubelet-plugin", "image": "example.com/evil:1"}]}}}});
-    api.patch(&ds_name, &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
-    eventually(TIMEOUT, "image restored", || async {
-        let ds = api.get(&ds_name).await.ok()?;
-        (image(&ds).as_deref() == Some(neuron_dra_operator::api::DEFAULT_DRIVER_IMAGE)).then_some(())
+    match api.patch(&ds_name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert!(
+                status.message.contains("only the operator may create or change a DaemonSet"),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("an administrator changed the plugin's DaemonSet: {other:?}"),
+    }
+
+    let bindings: Api<ClusterRoleBinding> = Api::all(s.client.clone());
+    let widened = json!({"subjects": [
+        {"kind": "ServiceAccount", "name": ds_name, "namespace": s.driver_namespace()},
+        {"kind": "ServiceAccount", "name": "default", "namespace": "default"},
+    ]});
+    bindings.patch(&ds_name, &PatchParams::default(), &Patch::Merge(&widened)).await.unwrap();
+    eventually(TIMEOUT, "the binding narrowed again", || async {
+        let binding = bindings.get(&ds_name).await.ok()?;
+        let subjects = binding.subjects.unwrap_or_default();
+        (subjects.len() == 1 && subjects[0].name == ds_name).then_some(())
     })
     .await;
 }
@@ -200,8 +220,10 @@ async fn deleting_the_config_removes_everything_it_created() {
     let driver_ns = s.driver_namespace();
     assert!(Api::<DaemonSet>::namespaced(s.client.clone(), &driver_ns).get_opt(&plugin).await.unwrap().is_none());
     assert!(Api::<ServiceAccount>::namespaced(s.client.clone(), &driver_ns).get_opt(&plugin).await.unwrap().is_none());
-    assert!(Api::<ClusterRole>::all(s.client.clone()).get_opt(&plugin).await.unwrap().is_none());
     assert!(Api::<ClusterRoleBinding>::all(s.client.clone()).get_opt(&plugin).await.unwrap().is_none());
+    // The plugin's ClusterRole is the install's, shared by every config: it stays.
+    let role = neuron_dra_operator::logic::build::PLUGIN_CLUSTER_ROLE;
+    assert!(Api::<ClusterRole>::all(s.client.clone()).get_opt(role).await.unwrap().is_some());
     // Its DeviceClass had no other owner: it goes too.
     assert!(Api::<DeviceClass>::all(s.client.clone()).get_opt(&class).await.unwrap().is_none());
     // The driver namespace stays (another config may want it at any moment), empty of this config's objects.

@@ -1,7 +1,9 @@
 //! The Helm chart (`charts/neuron-dra-operator`) with a real Helm built from its Go module: `helm lint --strict`,
 //! the values schema, the default render compared object by object with what `config/` installs (modulo Helm's
-//! labels), the CRD as a template, the chart's copies of `crds/` and `config/` files, and on the local control plane `helm install`, every
-//! sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and `helm uninstall`.
+//! labels), the CRD as a template, the kubelet plugin's ClusterRole and fences as `config/rbac` has them, the
+//! allow-list from `fence.*`, the chart's copies of `crds/` and `config/` files, and on the local control plane
+//! `helm install`, every sample reconciled to Ready under the chart's RBAC, `helm upgrade` with changed values, and
+//! `helm uninstall`.
 
 mod support {
     pub mod cluster;
@@ -27,6 +29,8 @@ const HELM_LABELS: &[&str] =
     &["helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"];
 /// The annotation that keeps the CRD through `helm uninstall` (crds.keep).
 const KEEP: &str = "helm.sh/resource-policy";
+/// The policies' install variables, which the chart sets from `fence.*` and the release's ServiceAccount.
+const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 /// Every value that turns on a part that is off by default.
 const EVERYTHING_ON: &[&str] = &[
     "--set",
@@ -40,6 +44,8 @@ const COPIES: &[(&str, &str)] = &[
     ("config/rbac/metrics_auth_role.yaml", "files/metrics_auth_role.yaml"),
     ("config/rbac/metrics_reader_role.yaml", "files/metrics_reader_role.yaml"),
     ("config/rbac/operator_policy.yaml", "files/operator_policy.yaml"),
+    ("config/rbac/plugin_role.yaml", "files/plugin_role.yaml"),
+    ("config/rbac/plugin_fence.yaml", "files/plugin_fence.yaml"),
     ("config/prometheus/prometheus_rule.yaml", "files/prometheus_rule.yaml"),
     ("config/grafana/neuron-dra-operator.json", "files/neuron-dra-operator.json"),
 ];
@@ -61,8 +67,9 @@ fn kustomize(dir: &str) -> Vec<Value> {
     documents(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance) and the
-/// CRD's `helm.sh/resource-policy` (crds.keep); numbers as floats (kustomize prints `2.0` as `2`).
+/// Drops Helm's labels from every label map and selector (the chart's selectors add the release instance), the
+/// CRD's `helm.sh/resource-policy` (crds.keep); numbers as floats
+/// (kustomize prints `2.0` as `2`).
 fn normalized(value: &Value) -> Value {
     match value {
         Value::Number(n) => json!(n.as_f64()),
@@ -86,7 +93,9 @@ fn normalized(value: &Value) -> Value {
                 (k.clone(), normalized(&v))
             })
             // The CRD's labels are Helm's alone: none left is none at all.
-            .filter(|(k, v)| !(k == "labels" && v.as_object().is_some_and(|l| l.is_empty())))
+            .filter(|(k, v)| {
+                !(matches!(k.as_str(), "labels" | "annotations") && v.as_object().is_some_and(|l| l.is_empty()))
+            })
             .collect(),
         other => other.clone(),
     }
@@ -297,7 +306,12 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
             "--concurrency=2"
         ])
     );
-    assert_eq!(container["env"][2], json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"}));
+    let env = container["env"].as_array().unwrap();
+    assert_eq!(
+        env.last(),
+        Some(&json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"})),
+        "after the chart's own"
+    );
     assert_eq!(
         pod["topologySpreadConstraints"],
         json!([{"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}])
@@ -317,6 +331,224 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
     assert!(find("Deployment").unwrap()["spec"]["template"]["spec"].get("topologySpreadConstraints").is_none());
     let account = find("ServiceAccount").unwrap();
     assert_eq!(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::1:role/r");
+}
+
+/// A policy spec with what the install sets blanked: its install variables' expressions and, for the operator's
+/// policy, the first match condition (the operator's user). What is left is config/rbac's file, whatever the values.
+fn fixed_part(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    for variable in spec["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = json!("");
+        }
+    }
+    if let Some(operator) = spec["matchConditions"].as_array_mut().and_then(|c| c.first_mut())
+        && operator["name"] == "operator"
+    {
+        operator["expression"] = json!("");
+    }
+    spec
+}
+
+/// A policy's install variables, by name, as rendered.
+fn install_variables(policy: &Value) -> BTreeMap<String, String> {
+    policy["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)))
+        .map(|v| (v["name"].as_str().unwrap().to_string(), v["expression"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The policies of `file` (config/rbac), by name.
+fn config_policies(file: &str) -> BTreeMap<String, Value> {
+    documents(&std::fs::read_to_string(repo(file)).unwrap())
+        .into_iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), o))
+        .collect()
+}
+
+/// The install's allow-list is the `fence.*` values, written as CEL lists into the install variables of both
+/// policies that enforce it (the operator's and `neuron-dra-plugin-pods`, which the operator reads it from), with
+/// this release's ServiceAccount as `operators`; every other part of each policy is config/rbac's. No parameter
+/// object, no binding parameters, nothing in the operator's environment.
+#[test]
+fn the_allow_list_is_the_fence_values_in_the_policies_install_variables() {
+    let render_in = |namespace: &str, sets: &[&str]| {
+        let mut args = vec!["template", "x", CHART, "-n", namespace, "--skip-tests"];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        documents(&helm(&args).ok("helm template"))
+    };
+    let find = |objects: &[Value], kind: &str, name: &str| {
+        let found = objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name);
+        found.unwrap_or_else(|| panic!("no {kind} {name}")).clone()
+    };
+    let objects = render_in(
+        "ml-system",
+        &["fence.driverNamespaces={neuron-dra-driver,team-*,*-plugins}", "fence.imageRepositories={a.io/x,b.io/y/*}"],
+    );
+    let namespaces = "['neuron-dra-driver', 'team-*', '*-plugins']";
+    let images = "['a.io/x', 'b.io/y/*']";
+    let user = "system:serviceaccount:ml-system:x-neuron-dra-operator";
+    let operator = find(&objects, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
+    assert_eq!(
+        install_variables(&operator),
+        BTreeMap::from([("imagePatterns".into(), images.into()), ("namespacePatterns".into(), namespaces.into())])
+    );
+    // The operator's policy applies to this release's ServiceAccount (its first match condition).
+    assert_eq!(operator["spec"]["matchConditions"][0]["expression"], format!("request.userInfo.username == '{user}'"));
+    let pods = find(&objects, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods");
+    assert_eq!(
+        install_variables(&pods),
+        BTreeMap::from([
+            ("imagePatterns".into(), images.into()),
+            ("namespacePatterns".into(), namespaces.into()),
+            ("operators".into(), format!("['{user}']")),
+        ])
+    );
+    // Everything else is config/rbac's, byte for byte.
+    let shipped = config_policies("config/rbac/operator_policy.yaml").remove("neuron-dra-operator").unwrap();
+    assert_eq!(
+        serde_json::to_string(&fixed_part(&operator["spec"])).unwrap(),
+        serde_json::to_string(&fixed_part(&shipped["spec"])).unwrap(),
+        "the operator's policy differs from config/rbac/operator_policy.yaml beyond its install variables"
+    );
+    let shipped = config_policies("config/rbac/plugin_fence.yaml").remove("neuron-dra-plugin-pods").unwrap();
+    assert_eq!(
+        serde_json::to_string(&fixed_part(&pods["spec"])).unwrap(),
+        serde_json::to_string(&fixed_part(&shipped["spec"])).unwrap(),
+        "neuron-dra-plugin-pods differs from config/rbac/plugin_fence.yaml beyond its install variables"
+    );
+    // One fence of the defaults: config/rbac's own lists (the release's ServiceAccount as the operator).
+    let default = render_in("ml-system", &[]);
+    let pods = find(&default, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods");
+    assert_eq!(install_variables(&pods)["namespacePatterns"], "['neuron-dra-driver']");
+    assert_eq!(install_variables(&pods)["imagePatterns"], "['public.ecr.aws/neuron/neuron-dra-driver']");
+
+    // No parameters anywhere: a binding whose parameter object is missing denies all its policy matches.
+    for object in objects.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("ValidatingAdmission"))) {
+        assert!(object["spec"].get("paramKind").is_none(), "{object}");
+        assert!(object["spec"].get("paramRef").is_none(), "{object}");
+    }
+    assert!(!objects.iter().any(|o| o["kind"] == "ConfigMap"), "a ConfigMap by default");
+    // Nor in the operator's environment or pod template: it reads the allow-list from the plugin-pods fence.
+    let deployment = find(&objects, "Deployment", "x-neuron-dra-operator");
+    let text = deployment.to_string();
+    for stale in ["DRIVER_NAMESPACES", "DRIVER_IMAGE_REPOSITORIES", "configMapKeyRef", "fence-checksum"] {
+        assert!(!text.contains(stale), "the Deployment still has {stale}: {deployment}");
+    }
+    assert_eq!(
+        deployment["spec"]["template"],
+        find(&default, "Deployment", "x-neuron-dra-operator")["spec"]["template"],
+        "the allow-list changes the pod template"
+    );
+
+    // Where the cluster has its plugin ClusterRole and fences already, the release leaves them out, and keeps its
+    // own policy with its allow-list.
+    let without = render_in("ml-system", &["fence.clusterObjects=false", "fence.driverNamespaces={a,b*}"]);
+    let kinds: Vec<String> = without
+        .iter()
+        .filter(|o| o["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("neuron-dra-plugin")))
+        .map(|o| format!("{} {}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, Vec::<String>::new(), "fence.clusterObjects=false");
+    let operator = find(&without, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
+    assert_eq!(install_variables(&operator)["namespacePatterns"], "['a', 'b*']");
+    find(&without, "ValidatingAdmissionPolicyBinding", "x-neuron-dra-operator");
+}
+
+/// The operator refuses to start a plugin unless the fences it finds apply the policies it was built with
+/// (config/rbac/plugin_fence.yaml, but for the install variables): the chart renders them, and the plugin's
+/// ClusterRole, as the files have them, under their own names whatever the release, with the release's
+/// ServiceAccount as `operators`, and its operator may bind that ClusterRole and no other.
+#[test]
+fn the_plugin_fences_and_role_are_config_rbacs_whatever_the_release() {
+    let file_documents = |path: &str| documents(&std::fs::read_to_string(repo(path)).unwrap());
+    let mut args = vec!["template", "some-release", CHART, "-n", "elsewhere", "--skip-tests"];
+    args.extend(["--set", "fullnameOverride=renamed"]);
+    let objects = documents(&helm(&args).ok("helm template"));
+    let rendered = |kind: &str, name: &str| {
+        let found = objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name);
+        found.unwrap_or_else(|| panic!("the chart renders no {kind} {name}")).clone()
+    };
+    let policies = file_documents("config/rbac/plugin_fence.yaml");
+    assert_eq!(policies.len(), 2);
+    for policy in &policies {
+        let name = policy["metadata"]["name"].as_str().unwrap();
+        let rendered_policy = rendered("ValidatingAdmissionPolicy", name);
+        // The same JSON, byte for byte, as the file's spec, but for the install variables.
+        assert_eq!(
+            serde_json::to_string(&fixed_part(&rendered_policy["spec"])).unwrap(),
+            serde_json::to_string(&fixed_part(&policy["spec"])).unwrap(),
+            "{name}'s spec differs from config/rbac/plugin_fence.yaml"
+        );
+        // The fence that says who may start a plugin names this release's operator.
+        if let Some(operators) = install_variables(&rendered_policy).get("operators") {
+            assert_eq!(operators, "['system:serviceaccount:elsewhere:renamed']", "{name}");
+        }
+        let binding = rendered("ValidatingAdmissionPolicyBinding", name);
+        assert_eq!(binding["spec"]["policyName"], name);
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+        for (key, value) in policy["metadata"]["labels"].as_object().unwrap() {
+            assert_eq!(&binding["metadata"]["labels"][key], value, "{name}'s binding");
+        }
+    }
+    let role = &file_documents("config/rbac/plugin_role.yaml")[0];
+    let name = role["metadata"]["name"].as_str().unwrap();
+    assert_eq!(rendered("ClusterRole", name)["rules"], role["rules"]);
+    // The operator's own ClusterRole (files/role.yaml) binds exactly that ClusterRole.
+    let operator = rendered("ClusterRole", "renamed");
+    let binds: Vec<&Value> =
+        operator["rules"].as_array().unwrap().iter().filter(|r| r["verbs"].to_string().contains("\"bind\"")).collect();
+    assert_eq!(
+        binds,
+        [
+            &json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": [name], "verbs": ["bind"]})
+        ]
+    );
+}
+
+/// An allow-list entry that is no name or pattern (empty, all names, a list in one entry, a tag or digest, a quote
+/// or backslash that would break out of the policies' CEL lists, no entry at all) is refused by the values schema in one line that names it.
+#[test]
+fn a_bad_allow_list_entry_is_refused_in_one_line_naming_it() {
+    let dir = temp_dir("helm-fence-values");
+    let cases: &[(&str, &str, &str)] = &[
+        ("driverNamespaces", "[\"\"]", "/fence/driverNamespaces/0': ''"),
+        ("driverNamespaces", "[neuron-dra-driver, \"*\"]", "/fence/driverNamespaces/1': '*'"),
+        ("driverNamespaces", "[\"a,b\"]", "/fence/driverNamespaces/0': 'a,b'"),
+        ("driverNamespaces", "[Team-A]", "/fence/driverNamespaces/0': 'Team-A'"),
+        ("driverNamespaces", "[]", "/fence/driverNamespaces': minItems"),
+        ("imageRepositories", "[\"\"]", "/fence/imageRepositories/0': ''"),
+        (
+            "imageRepositories",
+            "[\"registry.example.com/x@sha256:00\"]",
+            "/fence/imageRepositories/0': 'registry.example.com/x@sha256:00'",
+        ),
+        ("imageRepositories", "[\"*/neuron\"]", "/fence/imageRepositories/0': '*/neuron'"),
+        ("imageRepositories", "[\"a b\"]", "/fence/imageRepositories/0': 'a b'"),
+        // A quote or a backslash would end the CEL string literal the chart writes the entry into.
+        ("imageRepositories", "[\"a.io/x', 'b\"]", "/fence/imageRepositories/0'"),
+        ("imageRepositories", "['a.io/\\x']", "/fence/imageRepositories/0'"),
+        ("imageRepositories", "['a.io/\"x']", "/fence/imageRepositories/0'"),
+        ("driverNamespaces", "[\"team-a' || true || '\"]", "/fence/driverNamespaces/0'"),
+    ];
+    for (index, (key, list, line)) in cases.iter().enumerate() {
+        let values = dir.join(format!("{index}.yaml"));
+        std::fs::write(&values, format!("fence:\n  {key}: {list}\n")).unwrap();
+        let out = helm(&["template", "x", CHART, "-f", values.to_str().unwrap()]);
+        assert!(!out.success, "fence.{key}: {list} was accepted");
+        let named: Vec<&str> = out.stderr.lines().filter(|l| l.contains("/fence/")).collect();
+        assert_eq!(named.len(), 1, "fence.{key}: {list}: {}", out.stderr);
+        assert!(named[0].contains(line), "fence.{key}: {list}: {}", named[0]);
+    }
+    helm(&["template", "x", CHART, "--set", "fence.driverNamespaces={team-*,*-plugins,x}"]).ok("patterns");
+    helm(&["template", "x", CHART, "--set", "fence.imageRepositories={registry.example.com:5000/neuron/*}"])
+        .ok("a mirror");
 }
 
 /// `helm test`'s objects: hooks only (a plain install creates none of them), a pod meeting the `restricted` Pod
@@ -391,7 +623,32 @@ fn helm_release(release: &str, namespace: &str) -> Value {
     list[0].clone()
 }
 
-/// The samples, each made this test's own: its namespaces, the test label, a node selector no node matches.
+/// The driver namespace of a release's configs in these tests: in the cluster's allow-list (`*-driver`, the tests'
+/// widening of it), and the only one in the release's. The cluster's plugin fences are the shared ones
+/// `cluster::install` applied (one set per cluster: the release leaves them out, `fence.clusterObjects=false`): the
+/// release's operator reads its allow-list there, and may start a plugin only once `neuron-dra-plugin-pods` names
+/// its ServiceAccount among `operators` (`also_operator`); its own policy keeps it to the release's allow-list.
+fn release_driver_namespace(s: &Scenario) -> String {
+    format!("{}-driver", s.id)
+}
+
+/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
+/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
+/// `cluster::allow_test_drivers` puts it back.
+fn also_operator(user: &str) {
+    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
+    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
+    for (shipped, widened) in cluster::ALLOW_LIST {
+        text = text.replace(shipped, widened);
+    }
+    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
+    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
+    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
+        .unwrap();
+}
+
+/// The samples, each made this test's own: its namespaces, the test label, a node selector no node matches, the
+/// release's driver namespace.
 async fn sample_configs(s: &Scenario) -> Vec<Value> {
     let mut configs = Vec::new();
     let samples = kustomize("config/samples").into_iter().filter(|o| o["kind"] == "NeuronDRAConfig");
@@ -401,9 +658,8 @@ async fn sample_configs(s: &Scenario) -> Vec<Value> {
         let fields = spec.as_object_mut().unwrap();
         fields.remove("nodeSelector");
         fields.insert("templates".into(), json!({"namespaces": [namespace]}));
-        if let Some(driver) = fields.get_mut("driver") {
-            driver.as_object_mut().unwrap().remove("namespace");
-        }
+        let driver = fields.entry("driver").or_insert(json!({}));
+        driver.as_object_mut().unwrap().insert("namespace".into(), json!(release_driver_namespace(s)));
         let name = format!("{}-{}", s.id, sample["metadata"]["name"].as_str().unwrap());
         configs.push(s.config(&name, spec));
     }
@@ -430,12 +686,15 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     let mut configs = sample_configs(&s).await;
     let chart_config = configs.remove(0);
     let chart_config_name = chart_config["metadata"]["name"].as_str().unwrap().to_string();
-    let values = json!({"neuronDRAConfig": {
-        "enabled": true,
-        "name": chart_config_name,
-        "labels": chart_config["metadata"]["labels"],
-        "spec": chart_config["spec"],
-    }});
+    let values = json!({
+        "neuronDRAConfig": {
+            "enabled": true,
+            "name": chart_config_name,
+            "labels": chart_config["metadata"]["labels"],
+            "spec": chart_config["spec"],
+        },
+        "fence": {"clusterObjects": false, "driverNamespaces": [release_driver_namespace(&s)]},
+    });
     let values_file = temp_dir(&format!("helm-{release}")).join("values.json");
     std::fs::write(&values_file, values.to_string()).unwrap();
 
@@ -454,6 +713,15 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     let config = get("ndc", &chart_config_name, None).unwrap();
     assert_eq!(config["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
     assert_eq!(config["metadata"]["labels"][TEST_LABEL], s.id.as_str());
+    // The release's allow-list, in its policy's install variables; no parameters, no ConfigMap.
+    let policy = get("validatingadmissionpolicy", &fullname, None).unwrap();
+    assert_eq!(install_variables(&policy)["namespacePatterns"], format!("['{}']", release_driver_namespace(&s)));
+    assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
+    let binding = get("validatingadmissionpolicybinding", &fullname, None).unwrap();
+    assert!(binding["spec"].get("paramRef").is_none(), "{binding}");
+    assert!(get("configmap", "neuron-dra-fence", Some(&namespace)).is_err(), "an allow-list ConfigMap");
+    // The cluster's fences let this release's operator start plugins too.
+    also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
 
     // No kubelet runs pods here: the operator runs as a process with a token of the chart's ServiceAccount and its
     // Lease in the release namespace, so only the chart's RBAC lets it work.
@@ -518,6 +786,8 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
         ("clusterrole", format!("{fullname}-metrics-auth"), None),
         ("clusterrolebinding", format!("{fullname}-metrics-auth"), None),
         ("clusterrole", format!("{fullname}-metrics-reader"), None),
+        ("validatingadmissionpolicy", fullname.clone(), None),
+        ("validatingadmissionpolicybinding", fullname.clone(), None),
     ] {
         wait_gone(kind, &name, ns).await;
     }
@@ -525,6 +795,16 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     assert!(!list.lines().any(|l| l == release), "{list}");
     // The CRD was not the release's (crds.enabled=false): it stays.
     get("crd", "neurondraconfigs.neurondra.io", None).expect("the CRD stays");
+    // Nor were the plugin's ClusterRole and fences (fence.clusterObjects=false).
+    for (kind, name) in [
+        ("clusterrole", "neuron-dra-plugin"),
+        ("validatingadmissionpolicy", "neuron-dra-plugin-fence"),
+        ("validatingadmissionpolicybinding", "neuron-dra-plugin-pods"),
+    ] {
+        get(kind, name, None).unwrap_or_else(|e| panic!("the cluster's {kind} {name} went with the release: {e}"));
+    }
+    // The cluster's fences as `cluster::install` left them: its operator alone.
+    cluster::allow_test_drivers();
     let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
 }
 
@@ -556,8 +836,23 @@ fn a_first_install_of_the_crd_and_the_charts_config_together_is_refused_in_one_l
     std::fs::write(&template, text.replace(API, "\"neurondra.io/v1alpha1/NoSuchKind\"")).unwrap();
     let release = cluster::unique("crd-first");
     let name = format!("neuronDRAConfig.name={release}");
+    // The cluster's plugin ClusterRole and fences are the shared ones `cluster::install` applied, not a release's.
     let dry_run = |chart: &str, set: &str| {
-        helm(&["install", &release, chart, "-n", "default", "--dry-run=server", "--set", set, "--set", &name])
+        let shared = "fence.clusterObjects=false";
+        helm(&[
+            "install",
+            &release,
+            chart,
+            "-n",
+            "default",
+            "--dry-run=server",
+            "--set",
+            set,
+            "--set",
+            &name,
+            "--set",
+            shared,
+        ])
     };
     let copy = copy.to_str().unwrap();
     for (set, way_out) in [

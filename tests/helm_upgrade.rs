@@ -1,13 +1,22 @@
-//! docs/install.md's upgrade procedure, run on the local control plane: a release of an earlier chart (its CRD in
-//! `crds/`, which Helm never upgrades) whose CRD is older than this operator's (`tests/fixtures/older-crd.yaml`, from
-//! an earlier commit: no `spec.quotas`, no `status.teams`), a NeuronDRAConfig in place, the new operator refusing to
-//! start against that CRD and naming the procedure; then the documented `helm upgrade` to this chart: the CRD is
-//! this build's, the config is still there as it was, the operator starts and reconciles it to Ready, and the
-//! operator's Deployment was not touched (same generation, same pod template, no new ReplicaSet); a second upgrade
-//! in the steady state; `helm uninstall` keeps the CRD and the config.
+//! docs/install.md's upgrade procedure, run on the local control plane.
 //!
-//! The CRD is shared by every test of the cluster, so this is the only test of its binary (cargo runs test
-//! binaries one after another) and a guard puts this build's CRD back, without Helm's ownership, however it ends.
+//! A release of an earlier chart (its CRD in `crds/`, which Helm never upgrades) whose CRD is older than this
+//! operator's (`tests/fixtures/older-crd.yaml`, from an earlier commit: no `spec.quotas`, no `status.teams`), a
+//! NeuronDRAConfig in place, the new operator refusing to start against that CRD and naming the procedure; then the
+//! documented `helm upgrade` to this chart: the CRD is this build's, the config is still there as it was, the
+//! operator starts and reconciles it to Ready, and the operator's Deployment was not touched (same generation, same
+//! pod template, no new ReplicaSet); a second upgrade in the steady state; `helm uninstall` keeps the CRD and the
+//! config.
+//!
+//! The earlier layout, in which the operator wrote each config's ClusterRole and fence itself
+//! (`tests/fixtures/previous-layout`: that operator's ClusterRole and policy, and its chart's policy and Deployment
+//! templates), upgraded in place with the chart and with kustomize: afterwards the plugin's ClusterRole and fences
+//! are there as `config/rbac` has them (but for their install variables: the allow-list and the operator), the
+//! operator's policy holds the allow-list and reads no parameters, and the documented cleanup leaves no per-config ClusterRole, policy or binding of the earlier operator, and nothing else is gone.
+//!
+//! The CRD, the plugin's ClusterRole and fences and the operator's kustomize RBAC are shared by every test of the
+//! cluster, so these tests take turns (`SERIAL`; cargo runs test binaries one after another), and guards put the
+//! shared objects back as `cluster::install` had them, however a test ends.
 
 mod support {
     pub mod cluster;
@@ -32,6 +41,14 @@ use support::scenario::Scenario;
 use support::tools::{self, temp_dir};
 
 const CHART: &str = "charts/neuron-dra-operator";
+/// The policies' install variables: the allow-list and the operator, which the install sets.
+const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
+/// The earlier layout's files (from the last commit before the plugin's ClusterRole and fences were installed
+/// statically).
+const PREVIOUS: &str = "tests/fixtures/previous-layout";
+
+/// One test at a time: each changes objects every test of the cluster shares.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A documented `helm upgrade` of docs/install.md for this release and namespace, from `chart`.
 fn upgrade(command: &str, chart: &Path, release: &str, namespace: &str) -> String {
@@ -87,24 +104,41 @@ fn deployment_state(name: &str, namespace: &str) -> (Value, Value, Vec<String>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survives() {
+    let _serial = SERIAL.lock().await;
     let mut s = Scenario::new("helmup").await;
     let _restore = SharedCrd;
     let (release, namespace) = (s.id.clone(), s.id.clone());
     let fullname = format!("{release}-neuron-dra-operator");
+    // The cluster's plugin ClusterRole and fences are the shared ones (`cluster::install`): this release leaves
+    // them out, its operator reads its allow-list there (the config's driver namespace is in it), and those fences
+    // let it start plugins once they name it among their operators, as a cluster's admin does for a second release.
+    let driver_namespace = s.driver_namespace();
+    let fence = format!("fence.clusterObjects=false,fence.driverNamespaces={{{driver_namespace}}}");
+    let _fences = SharedFences;
+    also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
 
     // The earlier release, on a cluster where its CRD is the older one (as its crds/ installed it).
     let older = std::fs::read_to_string(repo("tests/fixtures/older-crd.yaml")).unwrap();
     kubectl_with(&cluster::kubeconfig(), &["replace", "-f", "-"], Some(&older)).unwrap();
     cluster::wait_established(CRD_NAME);
     let earlier = earlier_chart();
-    let installed = helm(&["install", &release, earlier.to_str().unwrap(), "-n", &namespace, "--create-namespace"]);
+    let installed = helm(&[
+        "install",
+        &release,
+        earlier.to_str().unwrap(),
+        "-n",
+        &namespace,
+        "--create-namespace",
+        "--set",
+        &fence,
+    ]);
     assert!(installed.ok("helm install of the earlier chart").contains("STATUS: deployed"));
     let older_hash = schema_hash(&get("crd", CRD_NAME, None));
     assert_ne!(older_hash, schema_hash(&serde_json::to_value(crd::crd()).unwrap()));
 
     // A config in place, written against the older schema.
     let templates = s.namespace("team", &[]).await;
-    let spec = json!({"templates": {"namespaces": [templates]}, "profiles": [
+    let spec = json!({"templates": {"namespaces": [templates]}, "driver": {"namespace": driver_namespace}, "profiles": [
         {"name": "finetune", "training": {"instanceType": "trn2.48xlarge", "devices": 4, "efa": true}}]});
     let name = format!("{}-config", s.id);
     s.apply(&s.config(&name, spec.clone())).await.unwrap();
@@ -168,4 +202,389 @@ async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survi
     kubectl(&["delete", "ndc", &name, "--wait=false"]);
     let _ =
         kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, &templates, "--wait=false"], None);
+}
+
+// --- the earlier layout: the operator wrote each config's ClusterRole and fence itself ---
+
+/// The kinds the earlier operator wrote per config that this one writes none of, and the ClusterRoleBinding, which
+/// this one keeps (bound to the installed ClusterRole instead).
+const PER_CONFIG_KINDS: &[&str] = &["clusterrole", "validatingadmissionpolicy", "validatingadmissionpolicybinding"];
+
+/// The objects `config/rbac` installs once for every plugin: (kind, name) of each document of its plugin files.
+fn plugin_objects() -> Vec<(String, String, Value)> {
+    let mut objects = Vec::new();
+    for file in ["plugin_role.yaml", "plugin_fence.yaml", "plugin_fence_binding.yaml"] {
+        let text = std::fs::read_to_string(repo(&format!("config/rbac/{file}"))).unwrap();
+        for object in cluster::documents(&text) {
+            let kind = object["kind"].as_str().unwrap().to_lowercase();
+            objects.push((kind, object["metadata"]["name"].as_str().unwrap().to_string(), object));
+        }
+    }
+    objects
+}
+
+/// Whether `live` holds everything `expected` says (the API server adds defaults, never drops a field).
+fn holds(live: &Value, expected: &Value) -> bool {
+    match (live, expected) {
+        (Value::Object(live), Value::Object(expected)) => {
+            expected.iter().all(|(k, v)| live.get(k).is_some_and(|l| holds(l, v)))
+        }
+        (Value::Array(live), Value::Array(expected)) => {
+            live.len() == expected.len() && live.iter().zip(expected).all(|(l, e)| holds(l, e))
+        }
+        _ => live == expected,
+    }
+}
+
+/// A policy spec with its install variables' expressions blanked: what `config/rbac`'s file fixes.
+fn fixed_part(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    for variable in spec["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = json!("");
+        }
+    }
+    spec
+}
+
+/// The expression of a policy's variable `name`.
+fn variable(policy: &Value, name: &str) -> String {
+    let variables = policy["spec"]["variables"].as_array().unwrap();
+    let found = variables.iter().find(|v| v["name"] == name).unwrap_or_else(|| panic!("no variable {name}: {policy}"));
+    found["expression"].as_str().unwrap().to_string()
+}
+
+/// The plugin's ClusterRole and fences in the cluster as `config/rbac` has them, but for the install variables;
+/// `neuron-dra-plugin-pods` lets `operator` (a user) start plugins, and neither fence reads parameters.
+fn assert_plugin_objects_installed(operator: &str) {
+    for (kind, name, object) in plugin_objects() {
+        let live =
+            cluster::get(&kind, &name, None).unwrap_or_else(|e| panic!("no {kind} {name} after the upgrade: {e}"));
+        match kind.as_str() {
+            "clusterrole" => assert_eq!(live["rules"], object["rules"], "{name}"),
+            "validatingadmissionpolicy" => {
+                let (live_spec, spec) = (fixed_part(&live["spec"]), fixed_part(&object["spec"]));
+                assert!(holds(&live_spec, &spec), "{name}: {}", live["spec"]);
+                assert!(live["spec"].get("paramKind").is_none(), "{name}: {}", live["spec"]);
+                if name == "neuron-dra-plugin-pods" {
+                    assert!(variable(&live, "operators").contains(&format!("'{operator}'")), "{name}: {live}");
+                }
+            }
+            _ => {
+                assert_eq!(live["spec"]["validationActions"], json!(["Deny"]), "{name}");
+                assert!(live["spec"].get("paramRef").is_none(), "{name}: {}", live["spec"]);
+            }
+        }
+    }
+}
+
+/// The operator's policy (named `name`) checks content against the allow-list written into it: its
+/// `namespacePatterns` is `namespaces` (a CEL list); the policy takes no parameters and its binding, as in the
+/// earlier layout, reads none.
+fn assert_operator_policy_holds_the_allow_list(name: &str, namespaces: &str) {
+    let policy = get("validatingadmissionpolicy", name, None);
+    assert!(policy["spec"].get("paramKind").is_none(), "{name}: {policy}");
+    assert_eq!(variable(&policy, "namespacePatterns"), namespaces, "{name}");
+    variable(&policy, "imagePatterns");
+    let binding = get("validatingadmissionpolicybinding", name, None);
+    assert!(binding["spec"].get("paramRef").is_none(), "{name}'s binding: {binding}");
+}
+
+/// What the earlier operator wrote for a config (its `build::driver` and `build::fence`): a ClusterRole with the
+/// plugin's rules, a ValidatingAdmissionPolicy and its binding, and a ClusterRoleBinding of that ClusterRole to the
+/// plugin's ServiceAccount, all named `neuron-dra-<config>`, labelled as the config's, owned by it.
+fn earlier_operator_objects(config: &Value) -> Vec<Value> {
+    let config_name = config["metadata"]["name"].as_str().unwrap();
+    let name = format!("neuron-dra-{config_name}");
+    let driver_namespace = config["spec"]["driver"]["namespace"].as_str().unwrap();
+    let metadata = json!({
+        "name": name,
+        "labels": {"app.kubernetes.io/managed-by": "neuron-dra-operator", "neurondra.io/config": config_name},
+        "ownerReferences": [{"apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig", "name": config_name,
+            "uid": config["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}],
+    });
+    let user = format!("system:serviceaccount:{driver_namespace}:{name}");
+    let rules = plugin_objects().into_iter().find(|(kind, ..)| kind == "clusterrole").unwrap().2["rules"].clone();
+    vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": metadata, "rules": rules}),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": metadata,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["resourceslices"]}]},
+            "matchConditions": [{"name": "plugin-service-account",
+                "expression": format!("request.userInfo.username == '{user}'")}],
+            "validations": [{"expression": "request.userInfo.extra[?'authentication.kubernetes.io/node-name'][0].orValue('') != ''",
+                "message": "the kubelet plugin's token names no node", "reason": "Forbidden"}],
+        }}),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": metadata, "spec": {"policyName": name, "validationActions": ["Deny"]}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": driver_namespace}]}),
+    ]
+}
+
+/// Objects of the same kinds the cleanup must leave: another tool's, labelled with a config's name, and one
+/// labelled as the operator's but of no config.
+fn bystanders(id: &str) -> Vec<Value> {
+    let role = |name: String, labels: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels}, "rules": []})
+    };
+    vec![
+        role(format!("{id}-another-tools"), json!({"app.kubernetes.io/managed-by": "Helm", "neurondra.io/config": id})),
+        role(format!("{id}-no-config"), json!({"app.kubernetes.io/managed-by": "neuron-dra-operator"})),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": format!("{id}-another-tools"), "labels": {"neurondra.io/config": id}},
+            "spec": {"policyName": format!("{id}-no-such-policy"), "validationActions": ["Deny"]}}),
+    ]
+}
+
+fn create(objects: &[Value]) {
+    for object in objects {
+        kubectl_with(&cluster::kubeconfig(), &["create", "-f", "-"], Some(&object.to_string()))
+            .unwrap_or_else(|e| panic!("creating {} {}: {e}", object["kind"], object["metadata"]["name"]));
+    }
+}
+
+fn kind_and_name(object: &Value) -> (String, String) {
+    (object["kind"].as_str().unwrap().to_lowercase(), object["metadata"]["name"].as_str().unwrap().to_string())
+}
+
+/// The cluster as the earlier layout left it: no plugin ClusterRole or fences (`config/rbac`'s, which
+/// `cluster::install` applied for every test, are deleted here). When dropped: uninstalls the release, if any, and
+/// deletes its namespace, then applies `config/rbac` again and the tests' allow-list over it
+/// (`cluster::allow_test_drivers`), so every later test finds it as `cluster::install` left it.
+struct EarlierLayout {
+    /// A release and its namespace.
+    release: Option<(String, String)>,
+}
+
+impl EarlierLayout {
+    fn new() -> EarlierLayout {
+        cluster::install();
+        for (kind, name, _) in plugin_objects() {
+            kubectl(&["delete", &kind, &name, "--ignore-not-found", "--wait=true"]);
+        }
+        EarlierLayout { release: None }
+    }
+}
+
+impl Drop for EarlierLayout {
+    fn drop(&mut self) {
+        let admin = cluster::kubeconfig();
+        if let Some((release, namespace)) = &self.release {
+            let _ = helm(&["uninstall", release, "-n", namespace, "--wait", "--timeout", "60s"]);
+            let _ = kubectl_with(&admin, &["delete", "namespace", namespace, "--wait=false"], None);
+        }
+        let rbac = repo("config/rbac");
+        let _ = kubectl_with(&admin, &["apply", "-k", rbac.to_str().unwrap()], None);
+        cluster::allow_test_drivers();
+    }
+}
+
+/// Puts the cluster's shared fences back as `cluster::install` left them (the tests' allow-list, config/rbac's
+/// operator alone) when dropped.
+struct SharedFences;
+
+impl Drop for SharedFences {
+    fn drop(&mut self) {
+        cluster::allow_test_drivers();
+    }
+}
+
+/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
+/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
+fn also_operator(user: &str) {
+    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
+    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
+    for (shipped, widened) in cluster::ALLOW_LIST {
+        text = text.replace(shipped, widened);
+    }
+    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
+    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
+    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
+        .unwrap();
+}
+
+/// The earlier chart: this one with the earlier operator's ClusterRole rules and policy, its policy template (a
+/// binding without parameters) and its Deployment template (no allow-list), and without the plugin's ClusterRole,
+/// fences and allow-list.
+fn previous_layout_chart() -> PathBuf {
+    let dir = temp_dir("previous-layout-chart").join("neuron-dra-operator");
+    let copied = std::process::Command::new("cp").arg("-r").arg(repo(CHART)).arg(&dir).status().unwrap();
+    assert!(copied.success());
+    for file in ["templates/fence.yaml", "files/plugin_role.yaml", "files/plugin_fence.yaml"] {
+        std::fs::remove_file(dir.join(file)).unwrap();
+    }
+    for (fixture, file) in [
+        ("role.yaml", "files/role.yaml"),
+        ("operator_policy.yaml", "files/operator_policy.yaml"),
+        ("chart-operator-policy.yaml", "templates/operator-policy.yaml"),
+        ("chart-deployment.yaml", "templates/deployment.yaml"),
+    ] {
+        std::fs::copy(repo(&format!("{PREVIOUS}/{fixture}")), dir.join(file)).unwrap();
+    }
+    dir
+}
+
+/// docs/install.md's cleanup, as it shows it, against the local control plane.
+fn run_documented_cleanup() -> String {
+    let words: Vec<&str> = docs::UPGRADE_CLEANUP.split(' ').collect();
+    assert_eq!(words[0], "kubectl");
+    kubectl(&words[1..])
+}
+
+/// After the new operator took over the config (its binding now of the installed ClusterRole) and the documented
+/// cleanup ran: nothing of the earlier operator's per-config kinds is left, the bystanders and the installed
+/// objects are all there.
+async fn cleanup_leaves_nothing_per_config(s: &Scenario, config: &Value, earlier: &[Value], operator: &str) {
+    let config_name = config["metadata"]["name"].as_str().unwrap();
+    let binding = format!("neuron-dra-{config_name}");
+    cluster::eventually(Duration::from_secs(60), "the config's plugin bound to neuron-dra-plugin", || async {
+        let live = cluster::get("clusterrolebinding", &binding, None).ok()?;
+        (live["roleRef"]["name"] == "neuron-dra-plugin").then_some(())
+    })
+    .await;
+
+    let deleted = run_documented_cleanup();
+    for object in earlier {
+        let (kind, name) = kind_and_name(object);
+        if PER_CONFIG_KINDS.contains(&kind.as_str()) {
+            assert!(deleted.contains(&name), "the cleanup did not delete {kind} {name}: {deleted}");
+        }
+    }
+    let selector = format!("neurondra.io/config={config_name}");
+    for kind in PER_CONFIG_KINDS {
+        let left = kubectl(&["get", kind, "-l", &selector, "-o", "name"]);
+        assert!(left.trim().is_empty(), "left behind: {left}");
+    }
+    // The config's binding stays, of the installed ClusterRole, for its plugin alone.
+    let live = get("clusterrolebinding", &binding, None);
+    assert_eq!(live["roleRef"]["name"], "neuron-dra-plugin");
+    assert_eq!(live["subjects"][0]["name"], binding.as_str());
+    for object in bystanders(&s.id) {
+        let (kind, name) = kind_and_name(&object);
+        cluster::get(&kind, &name, None).unwrap_or_else(|e| panic!("the cleanup deleted {kind} {name}: {e}"));
+        kubectl(&["delete", &kind, &name]);
+    }
+    assert_plugin_objects_installed(operator);
+}
+
+/// A config of this test in its own driver namespace, created as a user would (no operator runs yet), with its uid.
+async fn config_in_place(s: &Scenario) -> Value {
+    let templates = s.namespace("team", &[]).await;
+    let spec = json!({"templates": {"namespaces": [templates]}, "profiles": [
+        {"name": "finetune", "training": {"instanceType": "trn2.48xlarge", "devices": 4}}]});
+    let name = format!("{}-config", s.id);
+    s.apply(&s.config(&name, spec)).await.unwrap();
+    get("ndc", &name, None)
+}
+
+/// docs/install.md's upgrade of a Helm release of the earlier layout: the documented `helm upgrade` to this chart's
+/// package, then, once the config is Ready again, the documented cleanup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_of_the_earlier_layout_upgrades_in_place_and_leaves_nothing_per_config() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Scenario::new("layouthelm").await;
+    let mut layout = EarlierLayout::new();
+    let (release, namespace) = (s.id.clone(), s.id.clone());
+    let fullname = format!("{release}-neuron-dra-operator");
+
+    // The earlier release (the shared CRD is not its to manage), and what its operator made for a config.
+    let chart = previous_layout_chart();
+    let installed = helm(&[
+        "install",
+        &release,
+        chart.to_str().unwrap(),
+        "-n",
+        &namespace,
+        "--create-namespace",
+        "--set",
+        "crds.enabled=false",
+    ]);
+    layout.release = Some((release.clone(), namespace.clone()));
+    assert!(installed.ok("helm install of the earlier chart").contains("STATUS: deployed"));
+    assert!(get("validatingadmissionpolicybinding", &fullname, None)["spec"].get("paramRef").is_none());
+    let config = config_in_place(&s).await;
+    let earlier = earlier_operator_objects(&config);
+    create(&earlier);
+    create(&bystanders(&s.id));
+
+    // The documented upgrade; the release's allow-list names the config's driver namespace.
+    let allow = format!("fence.driverNamespaces={{{}}}", s.driver_namespace());
+    let upgrade = docs::with_package(docs::HELM_UPGRADE_RELEASE, &tools::packaged_chart());
+    let upgraded = helm_doc(&upgrade, &release, &namespace, &["--set", &allow]);
+    assert!(upgraded.contains("STATUS: deployed"), "{upgraded}");
+    let user = format!("system:serviceaccount:{namespace}:{fullname}");
+    assert_plugin_objects_installed(&user);
+    assert_operator_policy_holds_the_allow_list(&fullname, &format!("['{}']", s.driver_namespace()));
+    let pods = get("validatingadmissionpolicy", "neuron-dra-plugin-pods", None);
+    assert_eq!(variable(&pods, "namespacePatterns"), format!("['{}']", s.driver_namespace()));
+    assert_eq!(variable(&pods, "operators"), format!("['{user}']"));
+    let role = cluster::documents(&std::fs::read_to_string(repo("config/rbac/role.yaml")).unwrap()).remove(0);
+    assert_eq!(get("clusterrole", &fullname, None)["rules"], role["rules"]);
+    let plugin_role = get("clusterrole", "neuron-dra-plugin", None);
+    assert_eq!(plugin_role["metadata"]["annotations"]["meta.helm.sh/release-name"], release.as_str());
+
+    // The new operator, under the upgraded release's RBAC, takes the config over; then the documented cleanup.
+    let id = s.id.clone();
+    let options = OperatorOptions { test_id: &id, lease: &id, extra: &[] };
+    s.operator = Some(Operator::start_as(options, &namespace, &fullname));
+    let name = config["metadata"]["name"].as_str().unwrap();
+    s.wait_ready(name).await;
+    cleanup_leaves_nothing_per_config(&s, &config, &earlier, &user).await;
+
+    // The config goes while its operator runs (its finalizer); the release goes with `layout`.
+    s.delete_config(name).await;
+    cluster::eventually(Duration::from_secs(60), "the config deleted by the operator", || async {
+        s.configs().get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// docs/install.md's upgrade of a kustomize install of the earlier layout (its ClusterRole, policy and binding as
+/// `kubectl apply -k config/default` of that version left them): the documented `kubectl apply -k config/default`,
+/// then, once the config is Ready again, the documented cleanup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kustomize_install_of_the_earlier_layout_upgrades_in_place_and_leaves_nothing_per_config() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Scenario::new("layoutkust").await;
+    let _layout = EarlierLayout::new();
+    let system = cluster::OPERATOR_NAMESPACE;
+    let previous: Vec<String> = ["role.yaml", "operator_policy.yaml", "operator_policy_binding.yaml"]
+        .iter()
+        .map(|f| repo(&format!("{PREVIOUS}/{f}")).to_str().unwrap().to_string())
+        .collect();
+    kubectl(&["apply", "-f", &previous[0], "-f", &previous[1], "-f", &previous[2]]);
+    assert!(get("validatingadmissionpolicybinding", "neuron-dra-operator", None)["spec"].get("paramRef").is_none());
+    let config = config_in_place(&s).await;
+    let earlier = earlier_operator_objects(&config);
+    create(&earlier);
+    create(&bystanders(&s.id));
+
+    // The documented upgrade, `kubectl apply -k config/default` (tests/install.rs runs it as the doc shows it): the
+    // shipped allow-list, which the tests widen again for their driver namespaces.
+    kubectl(&["apply", "-k", repo("config/default").to_str().unwrap()]);
+    let user = format!("system:serviceaccount:{system}:neuron-dra-operator");
+    assert_plugin_objects_installed(&user);
+    assert_operator_policy_holds_the_allow_list("neuron-dra-operator", "['neuron-dra-driver']");
+    cluster::allow_test_drivers();
+    let role = cluster::documents(&std::fs::read_to_string(repo("config/rbac/role.yaml")).unwrap()).remove(0);
+    assert_eq!(get("clusterrole", "neuron-dra-operator", None)["rules"], role["rules"]);
+
+    // The new operator, under the upgraded RBAC, takes the config over; then the documented cleanup.
+    s.operator = Some(s.start_operator(&[]));
+    let name = config["metadata"]["name"].as_str().unwrap();
+    s.wait_ready(name).await;
+    cleanup_leaves_nothing_per_config(&s, &config, &earlier, &user).await;
+    s.delete_config(name).await;
+    cluster::eventually(Duration::from_secs(60), "the config deleted by the operator", || async {
+        s.configs().get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    // The Deployment's pods never ran here; on a node added later (`make test-node`) they would, and an operator
+    // that manages every config would fight the tests' own.
+    kubectl(&["delete", "deployment", "neuron-dra-operator", "-n", system, "--wait=false"]);
 }

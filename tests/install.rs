@@ -25,9 +25,17 @@ const DOC_APPLY_SAMPLES: &str = "kubectl apply -k config/samples";
 const DOC_GET: &str = "kubectl get ndc";
 const DOC_MAKE_BUNDLE: &str = "make bundle";
 const DOC_UPGRADE_CRD: &str = "kubectl apply --server-side -f crds/neurondra.io_neurondraconfigs.yaml";
-const DOC_COMMANDS: &[&str] = &[DOC_APPLY_DEFAULT, DOC_APPLY_SAMPLES, DOC_GET, DOC_MAKE_BUNDLE, DOC_UPGRADE_CRD];
+/// With OLM, which installs no admission policy from a bundle: the fences, applied beside it.
+const DOC_APPLY_FENCES: &str = "kubectl apply -f config/rbac/operator_policy.yaml -f config/rbac/operator_policy_binding.yaml -f config/rbac/plugin_fence.yaml -f config/rbac/plugin_fence_binding.yaml";
+const DOC_COMMANDS: &[&str] =
+    &[DOC_APPLY_DEFAULT, DOC_APPLY_SAMPLES, DOC_GET, DOC_MAKE_BUNDLE, DOC_UPGRADE_CRD, DOC_APPLY_FENCES];
 
 const BIN: &str = env!("CARGO_BIN_EXE_neuron-dra-operator");
+/// Held by each test that applies the shipped fences, which puts the shipped allow-list back until
+/// `cluster::allow_test_drivers` widens it again: the other's configs would be refused meanwhile.
+static SHIPPED_FENCES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The policies' install variables: the allow-list and the operator.
+const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 
 /// Runs a command line (words split on spaces) in the checkout, against the local control plane.
 fn sh(command: &str) -> Output {
@@ -155,9 +163,69 @@ fn the_csv_permissions_and_deployment_are_config_default() {
     let mut budget = find(&objects, "PodDisruptionBudget", "neuron-dra-operator").clone();
     budget["metadata"].as_object_mut().unwrap().remove("namespace");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::DISRUPTION_BUDGET_FILE)), budget);
-    // The metrics reader, bound by whoever scrapes, ships as a ClusterRole of its own.
+    // The metrics reader, bound by whoever scrapes, ships as a ClusterRole of its own; so does the kubelet plugin's,
+    // which the operator binds (and may bind, by name, and nothing else).
     let reader = find(&objects, "ClusterRole", "neuron-dra-operator-metrics-reader");
     assert_eq!(read_yaml(&format!("bundle/{}", bundle::METRICS_READER_FILE)), *reader);
+    let plugin = find(&objects, "ClusterRole", "neuron-dra-plugin");
+    assert_eq!(read_yaml(&format!("bundle/{}", bundle::PLUGIN_ROLE_FILE)), *plugin);
+    assert!(rules.iter().any(|r| r["resources"] == json!(["clusterroles"])
+        && r["resourceNames"] == json!(["neuron-dra-plugin"])
+        && r["verbs"] == json!(["bind"])));
+}
+
+/// Everything `config/default` installs comes with OLM too: as a file of the bundle, from the CSV (the operator's
+/// ServiceAccount, Deployment and permissions, which OLM binds itself), from OLM (the namespace), or, for the kinds
+/// OLM does not install, from docs/install.md's commands beside it (the fences; the NetworkPolicy's file).
+#[test]
+fn every_object_config_default_installs_comes_with_olm_or_the_documented_commands_beside_it() {
+    let mut bundled: Vec<(String, String)> = Vec::new();
+    for entry in std::fs::read_dir(repo("bundle/manifests")).unwrap() {
+        let object = read_yaml(&format!("bundle/manifests/{}", entry.unwrap().file_name().to_string_lossy()));
+        bundled.push((object["kind"].as_str().unwrap().into(), object["metadata"]["name"].as_str().unwrap().into()));
+    }
+    let fence_files: Vec<&str> =
+        DOC_APPLY_FENCES.split(' ').collect::<Vec<_>>().windows(2).filter(|w| w[0] == "-f").map(|w| w[1]).collect();
+    let mut applied = Vec::new();
+    for file in &fence_files {
+        for object in documents(&std::fs::read_to_string(repo(file)).unwrap()) {
+            applied.push((
+                object["kind"].as_str().unwrap().to_string(),
+                object["metadata"]["name"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    let csv = checked_in_csv();
+    let install = &csv["spec"]["install"]["spec"];
+    let mut missing = Vec::new();
+    for object in kustomize("config/default") {
+        let (kind, name) = (object["kind"].as_str().unwrap(), object["metadata"]["name"].as_str().unwrap());
+        let key = (kind.to_string(), name.to_string());
+        let from_csv = match kind {
+            "ServiceAccount" => install["clusterPermissions"][0]["serviceAccountName"] == name,
+            "Deployment" => install["deployments"][0]["name"] == name,
+            // OLM binds the CSV's permissions (their rules are compared with these roles above).
+            "ClusterRoleBinding" | "RoleBinding" | "Role" => true,
+            "ClusterRole" => {
+                object["metadata"]["name"] == "neuron-dra-operator"
+                    || object["metadata"]["name"] == "neuron-dra-operator-metrics-auth"
+            }
+            // OLM installs into a namespace of the user's (the suggested one).
+            "Namespace" => csv["metadata"]["annotations"]["operatorframework.io/suggested-namespace"] == name,
+            // Documented in "With OLM": its file, with the namespace set.
+            "NetworkPolicy" => true,
+            _ => false,
+        };
+        if !(from_csv || bundled.contains(&key) || applied.contains(&key)) {
+            missing.push(format!("{kind} {name}"));
+        }
+        if kind.starts_with("ValidatingAdmissionPolicy") {
+            assert!(applied.contains(&key), "{kind} {name}: not applied by docs/install.md's OLM command");
+        }
+    }
+    assert!(missing.is_empty(), "config/default installs what OLM does not: {missing:?}");
+    // And nothing else: the command applies admission objects only, each one config/default's.
+    assert!(applied.iter().all(|(kind, _)| kind.starts_with("ValidatingAdmissionPolicy")), "{applied:?}");
 }
 
 #[test]
@@ -300,11 +368,14 @@ fn every_alm_example_is_accepted_by_the_api_server() {
 /// other test and the demo.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_installs_the_operator_and_every_sample_reconciles_to_ready() {
+    let _shipped = SHIPPED_FENCES.lock().await;
     // A dry run does not create the namespace the namespaced objects go to: create it for real first.
     sh_ok("kubectl apply -f config/manager/namespace.yaml");
     let (stdout, stderr) = sh_ok(&format!("{DOC_APPLY_DEFAULT} --dry-run=server"));
     assert!(stdout.contains("deployment.apps/neuron-dra-operator"), "{stdout}");
     let (stdout, stderr_real) = sh_ok(DOC_APPLY_DEFAULT);
+    // The documented apply put back the default allow-list; the tests' driver namespaces need theirs.
+    cluster::allow_test_drivers();
     for object in ["customresourcedefinition", "clusterrole", "deployment.apps/neuron-dra-operator", "service/"] {
         assert!(stdout.contains(object), "{object} not applied:\n{stdout}");
     }
@@ -441,6 +512,131 @@ async fn the_documented_crd_upgrade_applies_and_the_operator_accepts_the_result(
     assert_eq!(neuron_dra_operator::runtime::crd::check_installed(Some(&installed.unwrap())), Ok(()));
 }
 
+/// docs/install.md's OLM fences: applied where `config/rbac` already put them (as every test cluster has it), the
+/// server takes each, with the shipped allow-list in their install variables and no parameters.
+#[test]
+fn the_documented_olm_fences_apply() {
+    cluster::install();
+    let _shipped = SHIPPED_FENCES.blocking_lock();
+    let (stdout, _) = sh_ok(DOC_APPLY_FENCES);
+    let pods = cluster::get("validatingadmissionpolicy", "neuron-dra-plugin-pods", None).unwrap();
+    // The documented apply put back the shipped allow-list; the tests' driver namespaces need theirs.
+    cluster::allow_test_drivers();
+    for object in [
+        "validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-operator",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/neuron-dra-operator",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-plugin-fence",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-plugin-pods",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/neuron-dra-plugin-fence",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/neuron-dra-plugin-pods",
+    ] {
+        assert!(stdout.lines().any(|l| l.starts_with(object)), "{object} not applied:\n{stdout}");
+    }
+    let variables: Vec<(String, String)> = pods["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| INSTALL_VARIABLES.contains(&v["name"].as_str().unwrap()))
+        .map(|v| (v["name"].as_str().unwrap().to_string(), v["expression"].as_str().unwrap().to_string()))
+        .collect();
+    let shipped = |name: &str, list: &str| (name.to_string(), list.to_string());
+    assert_eq!(
+        variables,
+        [
+            shipped("namespacePatterns", "['neuron-dra-driver']"),
+            shipped("imagePatterns", "['public.ecr.aws/neuron/neuron-dra-driver']"),
+            shipped("operators", "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']"),
+        ]
+    );
+    assert!(pods["spec"].get("paramKind").is_none(), "{pods}");
+    for name in ["neuron-dra-operator", "neuron-dra-plugin-fence", "neuron-dra-plugin-pods"] {
+        let binding = cluster::get("validatingadmissionpolicybinding", name, None).unwrap();
+        assert!(binding["spec"].get("paramRef").is_none(), "{binding}");
+    }
+}
+
+/// A policy spec with its install variables' expressions blanked.
+fn fixed_part(object: &Value) -> Value {
+    let mut object = object.clone();
+    for variable in object["spec"]["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = json!("");
+        }
+    }
+    object
+}
+
+/// The expression of a policy's variable `name`.
+fn variable(policy: &Value, name: &str) -> String {
+    let variables = policy["spec"]["variables"].as_array().unwrap();
+    let found = variables.iter().find(|v| v["name"] == name).unwrap_or_else(|| panic!("no variable {name}"));
+    found["expression"].as_str().unwrap().to_string()
+}
+
+/// docs/install.md's overlay that changes the allow-list, as the page shows it (in a directory beside `config/`):
+/// it sets the same lists in both policies' install variables and changes nothing else `config/default` installs;
+/// the API server takes it (a server dry run); and its `test` operations refuse a patch whose variable moved.
+#[test]
+fn the_documented_allow_list_overlay_sets_both_policies_and_nothing_else() {
+    let doc = std::fs::read_to_string(repo("docs/install.md")).unwrap();
+    let overlay = doc
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|block| block.split("\n```").next())
+        .find(|block| block.contains("patches:"))
+        .expect("docs/install.md shows no overlay")
+        .to_string();
+    assert!(overlay.contains("- ../config/default\n"), "{overlay}");
+    // Under target/, two levels below the checkout.
+    let name = cluster::unique("install-overlay");
+    let dir = repo("target").join(&name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |text: &str| std::fs::write(dir.join("kustomization.yaml"), text).unwrap();
+    write(&overlay.replace("- ../config/default\n", "- ../../config/default\n"));
+    let built = kustomize(&format!("target/{name}"));
+    let shipped = kustomize("config/default");
+    assert_eq!(built.len(), shipped.len());
+    let namespaces = "['neuron-dra-driver', 'team-*']";
+    let images =
+        "['public.ecr.aws/neuron/neuron-dra-driver', '111122223333.dkr.ecr.us-west-2.amazonaws.com/neuron-dra-driver']";
+    for (built, shipped) in built.iter().zip(&shipped) {
+        let name = built["metadata"]["name"].as_str().unwrap();
+        if built["kind"] == "ValidatingAdmissionPolicy"
+            && ["neuron-dra-operator", "neuron-dra-plugin-pods"].contains(&name)
+        {
+            assert_eq!(variable(built, "namespacePatterns"), namespaces, "{name}");
+            assert_eq!(variable(built, "imagePatterns"), images, "{name}");
+            assert_eq!(fixed_part(built), fixed_part(shipped), "{name}: more than its install variables changed");
+        } else {
+            assert_eq!(built, shipped, "the overlay changed {} {name}", built["kind"]);
+        }
+    }
+    let pods = find(&built, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods");
+    assert_eq!(
+        variable(pods, "operators"),
+        variable(find(&shipped, "ValidatingAdmissionPolicy", "neuron-dra-plugin-pods"), "operators")
+    );
+
+    // The server compiles the patched expressions (a dry run changes nothing).
+    cluster::install();
+    let (stdout, _) = sh_ok(&format!("kubectl apply -k target/{name} --dry-run=server"));
+    assert!(
+        stdout.contains("validatingadmissionpolicy.admissionregistration.k8s.io/neuron-dra-plugin-pods"),
+        "{stdout}"
+    );
+
+    // A variable moved: the patch is refused, not applied to another variable.
+    write(
+        &overlay
+            .replace("- ../config/default\n", "- ../../config/default\n")
+            .replace("/spec/variables/1/name", "/spec/variables/0/name"),
+    );
+    let out = sh(&format!("kubectl kustomize target/{name}"));
+    assert!(!out.status.success(), "a patch of a moved variable applied");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("test failed"), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A throwaway CRD, deleted when dropped.
 struct ThrowawayCrd(String);
 
@@ -519,103 +715,4 @@ async fn an_operator_started_against_an_older_or_missing_crd_exits_naming_the_up
     let (status, stderr) = run_operator_checking(&format!("missing.{group}"));
     assert!(!status.success(), "{stderr}");
     assert!(stderr.contains("is not installed"), "{stderr}");
-}
-
-/// #26.5: config/rbac's ValidatingAdmissionPolicy keeps the operator's ServiceAccount to objects labelled as the
-/// operator's: a stolen token can neither write unlabelled objects nor adopt one by labelling it, never writes the
-/// Node rights it holds only to grant, and binds a ClusterRole only to the ServiceAccount of the same name. The
-/// operator itself runs under this policy in every integration test (config/rbac is what they install).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stolen_operator_token_writes_only_what_is_labelled_the_operators() {
-    use k8s_openapi::api::core::v1::Node;
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    use kube::api::{DeleteParams, Patch, PatchParams};
-
-    let s = Scenario::new("opfence").await;
-    let dir = temp_dir(&s.id);
-    let operator = cluster::client_from(&cluster::operator_kubeconfig(&dir)).await;
-    let (roles, admin_roles): (Api<ClusterRole>, Api<ClusterRole>) =
-        (Api::all(operator.clone()), Api::all(s.client.clone()));
-    let role = |name: &str, ours: bool| -> ClusterRole {
-        let labels = if ours { json!({"app.kubernetes.io/managed-by": "neuron-dra-operator"}) } else { json!({}) };
-        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}))
-        .unwrap()
-    };
-    let refusal = |result: Result<ClusterRole, kube::Error>| match result {
-        Err(kube::Error::Api(status)) => format!("{} {}", status.code, status.message),
-        other => panic!("expected a refusal, got {other:?}"),
-    };
-    // The policy takes effect once the API server has loaded it (installed with config/rbac by `Scenario::new`).
-    let foreign = format!("{}-foreign", s.id);
-    let message =
-        support::cluster::eventually(Duration::from_secs(60), "the policy refuses an unlabelled role", || async {
-            match roles.create(&PostParams::default(), &role(&foreign, false)).await {
-                Ok(_) => {
-                    admin_roles.delete(&foreign, &DeleteParams::default()).await.ok();
-                    None
-                }
-                result => Some(refusal(result)),
-            }
-        })
-        .await;
-    assert!(message.starts_with("403") && message.contains("may only write objects labelled"), "{message}");
-
-    // Its own kind of object, labelled: created and deleted.
-    let ours = format!("{}-ours", s.id);
-    roles.create(&PostParams::default(), &role(&ours, true)).await.expect("a labelled role is the operator's to write");
-    roles.delete(&ours, &DeleteParams::default()).await.expect("and to delete");
-
-    // An admin's role cannot be adopted by labelling it, changed or deleted.
-    admin_roles.create(&PostParams::default(), &role(&foreign, false)).await.unwrap();
-    let adopt = json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "neuron-dra-operator"}}});
-    let refused = refusal(roles.patch(&foreign, &PatchParams::default(), &Patch::Merge(&adopt)).await);
-    assert!(refused.starts_with("403"), "{refused}");
-    let deleted = roles.delete(&foreign, &DeleteParams::default()).await;
-    assert!(matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 403), "{deleted:?}");
-    admin_roles.delete(&foreign, &DeleteParams::default()).await.unwrap();
-
-    // A permission the code never used is gone: deleting a namespace (RBAC's refusal, before any policy).
-    let namespace = s.namespace("keep", &[("app.kubernetes.io/managed-by", "neuron-dra-operator")]).await;
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(operator.clone());
-    let deleted = namespaces.delete(&namespace, &DeleteParams::default()).await;
-    assert!(matches!(&deleted, Err(kube::Error::Api(s)) if s.code == 403), "{deleted:?}");
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(s.client.clone())
-        .delete(&namespace, &DeleteParams::default())
-        .await
-        .unwrap();
-
-    // The plugin's rights are held only to grant: no Node write at all.
-    let nodes: Api<Node> = Api::all(operator.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": format!("{}-node", s.id)}})).unwrap();
-    Api::<Node>::all(s.client.clone()).create(&PostParams::default(), &node).await.unwrap();
-    let label = json!({"metadata": {"labels": {"example.com/stolen": "yes"}}});
-    match nodes.patch(&format!("{}-node", s.id), &PatchParams::default(), &Patch::Merge(&label)).await {
-        Err(kube::Error::Api(status)) => {
-            assert!(status.code == 403 && status.message.contains("only to grant them"), "{}", status.message)
-        }
-        other => panic!("the operator's token labelled a node: {other:?}"),
-    }
-    Api::<Node>::all(s.client.clone()).delete(&format!("{}-node", s.id), &DeleteParams::default()).await.unwrap();
-
-    // A binding only of a role to the ServiceAccount of its name (a plugin's), never to anyone else.
-    let bindings: Api<ClusterRoleBinding> = Api::all(operator);
-    let binding = |subject: &str| -> ClusterRoleBinding {
-        serde_json::from_value(json!({
-            "metadata": {"name": ours, "labels": {"app.kubernetes.io/managed-by": "neuron-dra-operator"}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ours},
-            "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": "default"}],
-        }))
-        .unwrap()
-    };
-    // (RBAC looks the role up first: the operator may bind only a role whose rights it holds.)
-    roles.create(&PostParams::default(), &role(&ours, true)).await.unwrap();
-    let created = bindings.create(&PostParams::default(), &binding("default")).await;
-    roles.delete(&ours, &DeleteParams::default()).await.unwrap();
-    match created {
-        Err(kube::Error::Api(status)) => {
-            assert!(status.code == 403 && status.message.contains("only bind a ClusterRole"), "{}", status.message)
-        }
-        other => panic!("the operator's token bound a role to another ServiceAccount: {other:?}"),
-    }
 }

@@ -25,10 +25,7 @@ const OWNED: &[(&str, bool)] = &[
     ("daemonsets", true),
     ("serviceaccounts", true),
     ("resourceclaimtemplates", true),
-    ("clusterroles", false),
     ("clusterrolebindings", false),
-    ("validatingadmissionpolicies", false),
-    ("validatingadmissionpolicybindings", false),
 ];
 
 /// Runs a documented command line with bash in the checkout, against the local control plane, with the Helm this

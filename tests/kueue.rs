@@ -112,10 +112,10 @@ fn kueue_accepts_every_object_render_prints() {
     }
     let config = unique("kq");
     let cases = [
-        // Every supported type: one flavor without node labels; the extended resource names the quota.
+        // Every supported type: one flavor without node labels; the extended resource names the quota; a node entry.
         (
             json!({"extendedResourceName": "aws.amazon.com/neuron", "quotas": [
-            {"namespaces": [&teams[0], &teams[1]], "devices": 16},
+            {"namespaces": [&teams[0], &teams[1]], "devices": 16, "ultraServerNodes": 1},
             {"namespaceSelector": {"matchLabels": {"team": "x"}}, "devices": 4}]}),
             true,
         ),

@@ -125,7 +125,7 @@ fn exported() -> BTreeSet<String> {
             devices: Some(DeviceSummary::default()),
             templates: Some(TemplateSummary::default()),
             conditions: vec![condition],
-            teams: vec![TeamStatus { namespace: "team".into(), hard: 8, used: Some(0), room: Vec::new() }],
+            teams: vec![TeamStatus { namespace: "team".into(), hard: 8, used: Some(0), ..TeamStatus::default() }],
             ..Default::default()
         },
     );

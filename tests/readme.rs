@@ -272,3 +272,36 @@ fn every_other_place_links_the_one_upgrade_procedure_and_gives_no_commands_of_it
     let install = read("docs/install.md");
     assert_eq!(install.matches("\n## Upgrading").count(), 1, "docs/install.md has one Upgrading section");
 }
+
+/// docs/security.md backs every "cannot" with a test named `file::test` (a file of tests/, or a module of src/ for
+/// unit tests): each one it names exists, so a renamed or removed test cannot leave a claim without its proof.
+#[test]
+fn every_test_the_security_model_names_exists() {
+    let text = read("docs/security.md");
+    let is_name =
+        |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let named: BTreeSet<(&str, &str)> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|code| code.split_once("::"))
+        .filter(|(file, test)| is_name(file) && is_name(test))
+        .collect();
+    let mut missing = Vec::new();
+    for (file, test) in &named {
+        let tests = Path::new(ROOT).join(format!("tests/{file}.rs"));
+        let found = match std::fs::read_to_string(&tests) {
+            Ok(source) => source.contains(&format!("fn {test}()")),
+            Err(_) => ["rs", "mod.rs"].iter().any(|end| {
+                let module =
+                    if *end == "rs" { format!("src/{file}/{test}.rs") } else { format!("src/{file}/{test}/{end}") };
+                Path::new(ROOT).join(module).exists()
+            }),
+        };
+        if !found {
+            missing.push(format!("{file}::{test}"));
+        }
+    }
+    assert!(named.len() > 10, "only {} tests named: is the parser broken?", named.len());
+    assert!(missing.is_empty(), "docs/security.md names tests that do not exist: {}", missing.join(", "));
+}

@@ -79,8 +79,9 @@ async fn ready_pods(s: &Scenario, namespace: &str, selector: &str, replicas: usi
         .unwrap_or_else(|_| panic!("{replicas} Ready operator pods in {namespace}:\n{}", node::describe(&[namespace])))
 }
 
-/// Everything about one running installation: on the node, non-root, restricted, probes and metrics.
-async fn check_installation(s: &Scenario, namespace: &str, selector: &str, replicas: usize) {
+/// Everything about one running installation: on the node, non-root, restricted, probes and metrics, and a config
+/// in `driver_namespace` (one the installation's allow-list names) reconciled.
+async fn check_installation(s: &Scenario, namespace: &str, selector: &str, replicas: usize, driver_namespace: &str) {
     let ips = ready_pods(s, namespace, selector, replicas).await;
     let node = node::name(&s.client).await;
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
@@ -113,7 +114,8 @@ async fn check_installation(s: &Scenario, namespace: &str, selector: &str, repli
 
     // The operator in the pod does its job: a config reconciled to Ready.
     let work = s.namespace("work", &[]).await;
-    let spec = json!({"templates": {"namespaces": [work]}, "profiles": [{"name": "one", "training": {"devices": 1}}]});
+    let spec = json!({"templates": {"namespaces": [work]}, "driver": {"namespace": driver_namespace},
+        "profiles": [{"name": "one", "training": {"devices": 1}}]});
     let mut config = s.config(&s.id, spec);
     config["metadata"]["labels"] = json!({});
     s.apply(&config).await.unwrap();
@@ -129,6 +131,21 @@ async fn check_installation(s: &Scenario, namespace: &str, selector: &str, repli
 fn unprivileged_token(namespace: &str) -> String {
     let _ = kubectl_with(&cluster::kubeconfig(), &["create", "serviceaccount", "-n", namespace, "nobody"], None);
     cluster::token(namespace, "nobody", &[])
+}
+
+/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
+/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
+/// `cluster::allow_test_drivers` puts it back.
+fn also_operator(user: &str) {
+    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
+    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
+    for (shipped, widened) in cluster::ALLOW_LIST {
+        text = text.replace(shipped, widened);
+    }
+    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
+    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
+    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
+        .unwrap();
 }
 
 fn helm(args: &[&str]) -> String {
@@ -153,11 +170,16 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     let install = docs::with_package(docs::EKS_HELM_INSTALL, &tools::packaged_chart())
         .replace("ACCOUNT.dkr.ecr.REGION.amazonaws.com/neuron-dra-operator", IMAGE_REPOSITORY);
     let mut args = docs::helm_args(&install, &release, &namespace);
-    // Every test shares the CRD cluster::install applied; this release leaves it alone (tests/helm_upgrade.rs has
-    // a release manage it).
-    args.extend(["--wait", "--timeout", "150s", "--set", "crds.enabled=false"].map(String::from));
+    // Every test shares the CRD, the plugin's ClusterRole and the fences cluster::install applied; this release
+    // leaves them alone (tests/helm_upgrade.rs has a release manage them): its operator reads its allow-list there
+    // (the tests' `*-driver` covers its driver namespace) and may start a plugin once those fences name it among
+    // their operators, as a cluster's admin does for a second release (docs/install.md).
+    let driver_namespace = format!("{}-helm-driver", s.id);
+    let fence = format!("fence.clusterObjects=false,fence.driverNamespaces={{{driver_namespace}}}");
+    also_operator(&format!("system:serviceaccount:{namespace}:{release}-neuron-dra-operator"));
+    args.extend(["--wait", "--timeout", "150s", "--set", "crds.enabled=false", "--set", &fence].map(String::from));
     helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    check_installation(&s, &namespace, SELECTOR, 2).await;
+    check_installation(&s, &namespace, SELECTOR, 2, &driver_namespace).await;
     // `helm test`: the chart's smoke-test pod scrapes both replicas through the Service's endpoints, under
     // `restricted`, and its objects go once it passed.
     let mut args = docs::helm_args(docs::HELM_TEST, &release, &namespace);
@@ -167,11 +189,14 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     let left = kubectl(&["get", "pods,serviceaccounts", "-n", &namespace, "-o", "name"]);
     assert!(!left.contains("smoke-test"), "helm test left {left}");
     helm(&["uninstall", &release, "-n", &namespace, "--wait", "--timeout", "60s"]);
+    let _ = kubectl_with(&cluster::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
 
     // kustomize: the documented `kubectl apply -k config/default` (its namespace enforces `restricted` itself).
     kubectl(&["apply", "-k", repo("config/default").to_str().unwrap()]);
+    // The documented apply put back the default allow-list and operator; the tests' driver namespaces need theirs.
+    cluster::allow_test_drivers();
     let system = cluster::OPERATOR_NAMESPACE;
-    check_installation(&s, system, SELECTOR, 2).await;
+    check_installation(&s, system, SELECTOR, 2, &s.driver_namespace()).await;
     // Only the Deployment goes: the CRD, RBAC and namespace stay for the other tests, as cluster::install leaves them.
     kubectl(&["delete", "deployment", "-n", system, "-l", SELECTOR, "--wait=true"]);
 }

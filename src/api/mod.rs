@@ -76,7 +76,6 @@ pub const MAX_FALLBACKS: usize = 7;
     printcolumn(name = "Room", type_ = "integer", json_path = ".status.templates.minAvailable"),
     printcolumn(name = "At Quota", type_ = "integer", json_path = ".status.teamSummary.atQuota", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("!has(self.spec.extendedResourceName) || size(self.spec.deviceClassName) <= 245").message("spec.deviceClassName: must be at most 245 characters with extendedResourceName (the extra DeviceClass is named devices.<deviceClassName>)"),
     validation = Rule::new("size(self.metadata.name) <= 40").message("metadata.name: must be at most 40 characters (it names the plugin DaemonSet)"),
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -91,11 +90,14 @@ pub struct NeuronDRAConfigSpec {
     #[validate(nested)]
     pub driver: DriverSpec,
 
-    /// Name of the DeviceClass that selects Neuron devices (`device.driver == 'neuron.aws.com'`). Shared by
-    /// every config that names it.
+    /// Name of the DeviceClass that selects Neuron devices (`device.driver == 'neuron.aws.com'`, resource type
+    /// `neuron_device`); UltraServer node entries get the DeviceClass `ultraserver-nodes.<deviceClassName>`. Both are
+    /// shared by every config that names them. At most 207 characters: the longest name made from it, the node
+    /// entries' quota key `ultraserver-nodes.<deviceClassName>.deviceclass.resource.k8s.io/devices`, needs a DNS
+    /// subdomain before the `/`.
     #[serde(default = "default_device_class")]
     #[schemars(default = "default_device_class")]
-    #[validate(length(min = 1, max = 253), regex(path = *DNS_SUBDOMAIN))]
+    #[validate(length(min = 1, max = 207), regex(path = *DNS_SUBDOMAIN))]
     pub device_class_name: String,
 
     /// Serves pods that ask for this extended resource the old way (`resources.limits: {aws.amazon.com/neuron:

@@ -2,6 +2,7 @@
 //! it once, when a config first needs it. A spec that needs what the server lacks is refused before anything is
 //! applied.
 
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -10,6 +11,7 @@ use kube::core::ApiResource;
 use tokio::sync::OnceCell;
 
 use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
+use crate::logic::fence::{self, Allowed};
 
 #[derive(Default)]
 pub struct Capabilities {
@@ -18,7 +20,13 @@ pub struct Capabilities {
     /// Whether the EFA driver's DeviceClass exists, and when that was read: installed or removed at any time, so
     /// read again after `EFA_CLASS_TTL` rather than watched.
     efa_class: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
+    /// A judgement that is never read again (the reconcile tests' world, which has no admission objects).
+    fixed_fence: Option<Result<Allowed, String>>,
 }
+
+/// How soon a config whose plugin is unfenced looks again: admission objects are read by name, not watched, so a
+/// restored fence brings no event.
+pub const FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the answer about the EFA DeviceClass is kept; a config that lacks it is looked at again after this.
 pub const EFA_CLASS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -81,6 +89,51 @@ impl Capabilities {
         };
         *self.efa_class.lock().expect("not poisoned") = Some((std::time::Instant::now(), exists));
         Ok(exists)
+    }
+}
+
+impl Capabilities {
+    /// Capabilities whose fences are judged once and for all: `verdict`.
+    #[cfg(test)]
+    pub fn with_fence(verdict: Result<Allowed, String>) -> Self {
+        Capabilities { fixed_fence: Some(verdict), ..Capabilities::default() }
+    }
+
+    /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence`), and then what the install
+    /// allows a plugin; read by name on every pass (four GETs at once), since a fence is only as good as the moment
+    /// it is checked. A fence the operator may not read counts as missing.
+    pub async fn fence(&self, client: &Client) -> Result<Result<Allowed, String>, kube::Error> {
+        if let Some(fixed) = &self.fixed_fence {
+            return Ok(fixed.clone());
+        }
+        let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+        let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+        let reads = fence::names().into_iter().map(|name| {
+            let (policies, bindings) = (&policies, &bindings);
+            async move {
+                let (policy, binding) = tokio::try_join!(read(policies, &name), read(bindings, &name))?;
+                Ok::<_, kube::Error>(fence::Found { policy, binding })
+            }
+        });
+        let found = futures::future::try_join_all(reads).await?;
+        let verdict = fence::judge(&found);
+        if let Err(problem) = &verdict {
+            tracing::warn!(%problem, "the kubelet plugin's fence is not in place");
+        }
+        Ok(verdict)
+    }
+}
+
+/// An object as JSON, None when it does not exist (or the operator may not read it: either way it cannot vouch for
+/// it).
+async fn read<K>(api: &Api<K>, name: &str) -> Result<Option<serde_json::Value>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.get(name).await {
+        Ok(object) => Ok(Some(serde_json::to_value(object).expect("k8s objects serialize"))),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 403 => Ok(None),
+        Err(error) => Err(error),
     }
 }
 

@@ -37,12 +37,7 @@ macro_rules! owned_kinds {
         $generate! {
             k8s_openapi::api::resource::v1::DeviceClass => device_classes: cluster, All, Shared, false;
             k8s_openapi::api::core::v1::ServiceAccount => service_accounts: namespaced, Owner, Delete, true;
-            k8s_openapi::api::rbac::v1::ClusterRole => cluster_roles: cluster, Owner, Delete, true;
             k8s_openapi::api::rbac::v1::ClusterRoleBinding => cluster_role_bindings: cluster, Owner, Delete, true;
-            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy
-                => admission_policies: cluster, Owner, Delete, true;
-            k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding
-                => admission_policy_bindings: cluster, Owner, Delete, true;
             k8s_openapi::api::apps::v1::DaemonSet => daemon_sets: namespaced, Owner, Delete, true;
             k8s_openapi::api::resource::v1::ResourceClaimTemplate => templates: namespaced, Owner, Delete, false;
             k8s_openapi::api::core::v1::ResourceQuota => resource_quotas: namespaced, Owner, Delete, false;
@@ -92,6 +87,9 @@ pub const READ: &[(&str, &str, &[&str])] = &[
     ("resource.k8s.io", "resourceslices", &["get", "list", "watch"]),
     ("resource.k8s.io", "resourceclaims", &["get", "list", "watch"]),
     ("resource.k8s.io", "devicetaintrules", &["get", "list", "watch", "create", "patch", "delete"]),
+    ("rbac.authorization.k8s.io", "clusterroles", &["bind"]),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies", &["get"]),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", &["get"]),
     ("", "pods", &["get", "list", "watch", "delete"]),
     ("apps", "controllerrevisions", &["get", "list", "watch"]),
     ("events.k8s.io", "events", &["create", "patch"]),
@@ -160,8 +158,8 @@ mod tests {
     }
 
     #[test]
-    fn a_config_owns_six_driver_objects_and_its_templates() {
-        assert_eq!(DRIVER_OBJECTS, 6);
+    fn a_config_owns_three_driver_objects_and_its_templates() {
+        assert_eq!(DRIVER_OBJECTS, 3);
         let kinds: Vec<String> = owned().into_iter().map(|k| k.kind).collect();
         assert_eq!(kinds.first().map(String::as_str), Some("DeviceClass"), "released last");
         assert_eq!(kinds.last().map(String::as_str), Some("ResourceQuota"), "deleted first");

@@ -100,6 +100,21 @@ fn owner_in<K: Resource>(
     }
 }
 
+/// Maps a plugin pod to its config, but only from that config's driver namespace: any tenant who may create pods can
+/// copy the plugin's labels onto its own, and those must never trigger a reconcile (nor are they counted:
+/// `Snapshot::plugin_pods_of` goes by the DaemonSet's uid).
+fn plugin_pod_owner(
+    configs: &Store<GuardedConfig>,
+) -> impl Fn(PodView) -> Option<ObjectRef<GuardedConfig>> + Send + Sync + 'static {
+    let configs = configs.clone();
+    move |pod| {
+        let config = ObjectRef::new(pod.labels().get(LABEL_CONFIG)?);
+        let stored = configs.get(&config)?;
+        let driver_namespace = &stored.0.as_ref().ok()?.spec.driver.namespace;
+        (pod.namespace().as_ref() == Some(driver_namespace)).then_some(config)
+    }
+}
+
 macro_rules! owned_watches {
     ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
         /// Watches every owned kind (`kinds.rs`) by the managed-by label: the caches, the reconciles their changes
@@ -234,7 +249,7 @@ pub async fn run_controller(
     inputs.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
     let controller = controller
         .reconcile_on(futures::stream::select_all(owned_streams))
-        .watches_stream(watch::changes::changed_objects(pods_stream), owner_in(&configs))
+        .watches_stream(watch::changes::changed_objects(pods_stream), plugin_pod_owner(&configs))
         .watches_stream(revisions_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);

@@ -13,9 +13,8 @@ use super::act::report::Report;
 use super::plan::{Driver, Plan};
 use crate::api::{DriverStatus, ProfileStatus, TeamStatus, TeamSummary, TemplateCapacity};
 use crate::cluster::taint_rule::KIND as TAINT_RULE;
-use crate::logic::build::device_quota_key;
 use crate::logic::status::{Observation, Rollout, Validity};
-use crate::logic::teams::{Budget, charge};
+use crate::logic::teams::{Amount, Budget};
 
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
 pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
@@ -35,6 +34,9 @@ fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
             return Rollout::NotApplied(format!(
                 "namespace {ns} is being deleted; the plugin is applied once it is gone"
             ));
+        }
+        Driver::Unfenced => {
+            return Rollout::Unfenced(plan.unfenced.clone().unwrap_or_default());
         }
         Driver::Apply => {}
     }
@@ -124,23 +126,19 @@ pub fn teams(plan: &Plan, stores: &Stores, capacity: &[TemplateCapacity]) -> (Ve
         return (Vec::new(), None);
     }
     let class = &plan.config.spec.device_class_name;
-    let quota_key = device_quota_key(class);
     let budgets: Vec<Budget> = plan
         .desired
         .quotas
         .iter()
         .map(|quota| {
-            let namespace = quota.namespace().unwrap_or_default();
-            let hard = quota.spec.as_ref().and_then(|s| s.hard.as_ref()).and_then(|h| h.get(&quota_key));
-            let cached = ResourceQuota::cached(stores, &quota.name_any(), Some(&namespace));
-            let used = cached.as_ref().and_then(|q| q.status.as_ref()?.used.as_ref()?.get(&quota_key)?.0.parse().ok());
-            Budget { namespace, hard: hard.and_then(|h| h.0.parse().ok()).unwrap_or(0), used }
+            let cached = ResourceQuota::cached(stores, &quota.name_any(), quota.namespace().as_deref());
+            Budget::of(quota, cached.as_deref(), class)
         })
         .collect();
-    let mut templates: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+    let mut templates: BTreeMap<String, Vec<(String, Amount)>> = BTreeMap::new();
     for template in &plan.desired.templates {
         let namespace = template.namespace().unwrap_or_default();
-        templates.entry(namespace).or_default().push((template.name_any(), charge(template, class)));
+        templates.entry(namespace).or_default().push((template.name_any(), Amount::charge(template, class)));
     }
     let (teams, summary) = crate::logic::teams::teams(&budgets, &templates, capacity);
     (teams, Some(summary))

@@ -13,6 +13,7 @@ use crate::api::labels::LABEL_CONFIG;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
 use crate::logic::build::plugin_name;
+use crate::logic::fence::Allowed;
 use crate::logic::health;
 use crate::logic::nodes::NodeFilter;
 use crate::logic::validate::ValidatedConfig;
@@ -23,6 +24,10 @@ pub struct Snapshot {
     pub stores: Stores,
     /// The DeviceTaintRule version the server serves (found at start); None where it serves none.
     pub taint_rule_resource: Option<ApiResource>,
+    /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence::judge`), read before planning.
+    pub fence: Result<(), String>,
+    /// What the install allows a plugin DaemonSet.
+    pub allowed: Allowed,
     nodes: Vec<Arc<NodeView>>,
     /// The Neuron driver's slices and the EFA driver's, by node name.
     slices: HashMap<String, Vec<Arc<SliceView>>>,
@@ -66,6 +71,8 @@ impl Snapshot {
         Snapshot {
             stores: stores.clone(),
             taint_rule_resource,
+            fence: Ok(()),
+            allowed: Allowed::default(),
             nodes: stores.nodes.state(),
             slices: by_node(stores.slices.state()),
             efa_slices: by_node(stores.efa_slices.state()),
@@ -75,6 +82,14 @@ impl Snapshot {
             selected: OnceLock::new(),
             config_pods: OnceLock::new(),
         }
+    }
+
+    /// With the fences' judgement and the install's allow-list (a snapshot without them assumes fences in place
+    /// and allows any driver: the unit tests' world).
+    pub fn with_install(mut self, fence: Result<(), String>, allowed: Allowed) -> Self {
+        self.fence = fence;
+        self.allowed = allowed;
+        self
     }
 
     /// The nodes a config selects (`NodeFilter`).

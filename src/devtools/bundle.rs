@@ -1,7 +1,9 @@
 //! The OLM bundle (`neuron-dra-devtools bundle`, `make bundle`, checked in under `bundle/`), generated from the
 //! sources the kustomize install uses: the Deployment, PodDisruptionBudget, metrics Service and image from
-//! `config/manager`, the permissions and the metrics-reader ClusterRole from `config/rbac`, the CRD from `crds/`,
-//! `alm-examples` from `samples/`. `check` compares a bundle directory with what would be generated now and names
+//! `config/manager`, the permissions, the ClusterRoles bound to nobody (the metrics reader, the kubelet plugin's) and
+//! the CRD from `crds/`, `alm-examples`
+//! from `samples/`. `config/rbac`'s ValidatingAdmissionPolicies and their bindings are not kinds OLM installs from a
+//! bundle: docs/install.md's OLM section applies them beside it. `check` compares a bundle directory with what would be generated now and names
 //! every file that is missing, stale or unexpected.
 //!
 //! Output is deterministic: JSON maps are sorted by key and the sources are read in a fixed order. The
@@ -38,7 +40,9 @@ pub const SERVICE_FILE: &str = "manifests/neuron-dra-operator-metrics_v1_service
 pub const DISRUPTION_BUDGET_FILE: &str = "manifests/neuron-dra-operator_policy_v1_poddisruptionbudget.yaml";
 pub const METRICS_READER_FILE: &str =
     "manifests/neuron-dra-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml";
+pub const PLUGIN_ROLE_FILE: &str = "manifests/neuron-dra-plugin_rbac.authorization.k8s.io_v1_clusterrole.yaml";
 pub const ANNOTATIONS_FILE: &str = "metadata/annotations.yaml";
+
 pub const DOCKERFILE: &str = "bundle.Dockerfile";
 
 /// The bundle: file contents by path relative to the bundle directory.

@@ -40,6 +40,26 @@ pub const TRAINIUM_TYPES: &[InstanceType] = &[
     row("trn3e.24xlarge", None, true, 0, false),
 ];
 
+/// The devices one UltraServer node entry (`resourceType == 'neuron_node'`) stands for: the most devices of any
+/// UltraServer type of the catalog (16 on trn2u.48xlarge and trn3.48xlarge). A device budget charges each node
+/// entry this many devices (docs/teams.md).
+pub const ULTRA_SERVER_NODE_DEVICES: i64 = ultra_server_node_devices();
+
+const fn ultra_server_node_devices() -> i64 {
+    let mut most = 0;
+    let mut index = 0;
+    while index < TRAINIUM_TYPES.len() {
+        let row = &TRAINIUM_TYPES[index];
+        if let (true, Some(devices)) = (row.ultra_server, row.devices)
+            && devices as i64 > most
+        {
+            most = devices as i64;
+        }
+        index += 1;
+    }
+    most
+}
+
 /// Inferentia types are Neuron hardware but the DRA driver does not support them.
 pub fn is_inferentia(name: &str) -> bool {
     name.starts_with("inf")
@@ -101,6 +121,18 @@ mod tests {
             (4, 4, 8)
         );
         assert_eq!((cores("trn2u.48xlarge", Some(1)), cores("trn3.48xlarge", None)), (8, 4));
+    }
+
+    #[test]
+    fn a_node_entry_stands_for_every_ultra_server_types_devices() {
+        let ultra: Vec<_> = TRAINIUM_TYPES.iter().filter(|t| t.ultra_server).collect();
+        assert!(!ultra.is_empty());
+        // Every UltraServer type has exactly this many devices, so a node entry's charge is exact, not a bound; a
+        // type with fewer or unknown devices would be over- or mis-charged, and is to be looked at here.
+        for t in ultra {
+            assert_eq!(t.devices.map(i64::from), Some(ULTRA_SERVER_NODE_DEVICES), "{}", t.name);
+        }
+        assert_eq!(ULTRA_SERVER_NODE_DEVICES, 16);
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod build;
 pub mod capacity;
 pub mod catalog;
 pub mod conflict;
+pub mod fence;
 pub mod health;
 pub mod image;
 pub mod nodes;

@@ -17,6 +17,15 @@ use kube::Client;
 
 pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
 pub const OPERATOR_SA: &str = "neuron-dra-operator";
+/// The install variables of config/rbac's policies as shipped, and as the tests widen them: every test's driver
+/// namespace (`<test id>-driver`) and the stand-in plugin's image repository.
+pub const ALLOW_LIST: [(&str, &str); 2] = [
+    ("\"['neuron-dra-driver']\"", "\"['neuron-dra-driver', '*-driver']\""),
+    (
+        "\"['public.ecr.aws/neuron/neuron-dra-driver']\"",
+        "\"['public.ecr.aws/neuron/neuron-dra-driver', 'localhost/neuron-dra/neuron-dra-driver']\"",
+    ),
+];
 /// Label that ties a test's configs to the operator that test runs (`--config-selector`).
 pub const TEST_LABEL: &str = "neurondra.io/test";
 /// The shipped ClusterRole that allows `get` on `/metrics`.
@@ -85,7 +94,8 @@ pub fn served_version(resource: &str) -> Option<String> {
     line.split_whitespace().find(|column| column.starts_with("resource.k8s.io/")).map(str::to_string)
 }
 
-/// Installs the CRD from `crds/` and the operator's RBAC from `config/rbac` (once per test process).
+/// Installs the CRD from `crds/` and the operator's RBAC and fences from `config/rbac`, with the tests' allow-list
+/// (once per test process).
 pub fn install() {
     INSTALL.call_once(|| {
         kubectl(&["apply", "--server-side", "--force-conflicts", "-f", repo("crds").to_str().unwrap()]);
@@ -99,6 +109,7 @@ pub fn install() {
         let ns = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {OPERATOR_NAMESPACE}}}\n");
         kubectl_with(&kubeconfig(), &["apply", "-f", "-"], Some(&ns)).unwrap();
         kubectl(&["apply", "-k", repo("config/rbac").to_str().unwrap()]);
+        allow_test_drivers();
         // The EFA driver's DeviceClass, as AWS's chart installs it: the test clusters have the EFA driver (simulated
         // fleets publish its devices), so `efa: true` templates are usable, and not reported DeviceClassMissing, in
         // every test, whichever runs first.
@@ -106,6 +117,20 @@ pub fn install() {
         let class = serde_json::to_string(&class).unwrap();
         kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&class)).unwrap();
     });
+}
+
+/// The install's allow-list widened for the tests (`ALLOW_LIST`): config/rbac's operator policy and plugin fences
+/// applied again with the tests' install variables, as a kustomize overlay would. Again after any test's apply of
+/// `config/rbac` or `config/default`, which puts the shipped lists back.
+pub fn allow_test_drivers() {
+    for file in ["config/rbac/operator_policy.yaml", "config/rbac/plugin_fence.yaml"] {
+        let mut text = std::fs::read_to_string(repo(file)).unwrap();
+        for (shipped, widened) in ALLOW_LIST {
+            assert!(text.contains(shipped), "{file} no longer sets {shipped}");
+            text = text.replace(shipped, widened);
+        }
+        kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text)).unwrap();
+    }
 }
 
 /// An object as `kubectl get -o json` shows it, or kubectl's error (NotFound, say).

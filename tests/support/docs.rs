@@ -1,5 +1,5 @@
-//! Commands docs/install.md shows for Helm and monitoring; tests/helm.rs, tests/monitoring.rs, tests/metrics.rs and
-//! tests/real_node_install.rs run them, and tests/install.rs checks that the doc shows exactly its own commands and these.
+//! Commands docs/install.md shows for Helm, monitoring and the upgrade; tests/helm.rs, tests/helm_upgrade.rs,
+//! tests/monitoring.rs, tests/metrics.rs and tests/real_node_install.rs run them, and tests/install.rs checks that the doc shows exactly its own commands and these.
 
 #![allow(dead_code)]
 
@@ -14,6 +14,9 @@ pub const HELM_UNINSTALL: &str = "helm uninstall neuron-dra-operator -n neuron-d
 /// chart's crds/) takes it over. tests/helm_upgrade.rs runs both; the EKS guide links to them.
 pub const HELM_UPGRADE_RELEASE: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-VERSION.tgz -n neuron-dra-operator-system --reset-then-reuse-values";
 pub const HELM_UPGRADE_TAKE_OWNERSHIP: &str = "helm upgrade neuron-dra-operator dist/neuron-dra-operator-VERSION.tgz -n neuron-dra-operator-system --reset-then-reuse-values --take-ownership";
+/// docs/install.md's "Upgrading" from an operator that made each config's RBAC and fence itself: what it left, which
+/// this one may not delete (tests/helm_upgrade.rs runs it after the chart's and kustomize's upgrade).
+pub const UPGRADE_CLEANUP: &str = "kubectl delete clusterroles,validatingadmissionpolicies,validatingadmissionpolicybindings -l app.kubernetes.io/managed-by=neuron-dra-operator,neurondra.io/config";
 /// Run on the real node (tests/real_node_install.rs): the smoke-test pod needs a kubelet.
 pub const HELM_TEST: &str = "helm test neuron-dra-operator -n neuron-dra-operator-system";
 pub const APPLY_PROMETHEUS: &str = "kubectl apply -k config/prometheus";
@@ -27,6 +30,7 @@ pub const COMMANDS: &[&str] = &[
     HELM_UPGRADE,
     HELM_UPGRADE_RELEASE,
     HELM_UPGRADE_TAKE_OWNERSHIP,
+    UPGRADE_CLEANUP,
     HELM_UNINSTALL,
     HELM_TEST,
     APPLY_PROMETHEUS,

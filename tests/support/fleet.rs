@@ -62,8 +62,18 @@ impl Fleet {
         Fleet::start_with(name, groups, true).await
     }
 
+    /// One group per instance type, and no operator: for what the API server and the scheduler do with objects a
+    /// test applies itself.
+    pub async fn without_operator(name: &str, fleets: &[(&str, usize)]) -> Fleet {
+        let groups: Vec<NodeGroup> = fleets.iter().map(|(t, n)| NodeGroup::new(t, *n)).collect();
+        Fleet::with_scenario(Scenario::new(name).await, &groups, false).await
+    }
+
     async fn start_with(name: &str, groups: &[NodeGroup], plugin: bool) -> Fleet {
-        let scenario = Scenario::with_operator(name).await;
+        Fleet::with_scenario(Scenario::with_operator(name).await, groups, plugin).await
+    }
+
+    async fn with_scenario(scenario: Scenario, groups: &[NodeGroup], plugin: bool) -> Fleet {
         for group in groups {
             let spec = FleetSpec {
                 prefix: format!("{}-{}", scenario.id, group.name),

@@ -46,3 +46,25 @@ app.kubernetes.io/name: {{ include "neuron-dra-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: controller
 {{- end }}
+
+{{/* The operator's user name, as the API server sees its ServiceAccount's token. */}}
+{{- define "neuron-dra-operator.user" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "neuron-dra-operator.serviceAccountName" . }}
+{{- end }}
+
+{{/* A CEL list of string literals: ['a', 'b']. values.schema.json keeps quotes and backslashes out of the entries. */}}
+{{- define "neuron-dra-operator.celList" -}}
+[{{- range $i, $item := . -}}{{- if $i }}, {{ end -}}'{{ $item }}'{{- end -}}]
+{{- end }}
+
+{{/* Sets the install variables of a policy spec from config/rbac (namespacePatterns, imagePatterns, operators) to
+this release's allow-list (fence.*) and ServiceAccount: called with (dict "spec" SPEC "root" $), changes SPEC. */}}
+{{- define "neuron-dra-operator.installVariables" -}}
+{{- $root := .root -}}
+{{- $lists := dict "namespacePatterns" $root.Values.fence.driverNamespaces "imagePatterns" $root.Values.fence.imageRepositories "operators" (list (include "neuron-dra-operator.user" $root)) -}}
+{{- range $variable := .spec.variables -}}
+{{- if hasKey $lists $variable.name -}}
+{{- $_ := set $variable "expression" (include "neuron-dra-operator.celList" (get $lists $variable.name)) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}

@@ -66,9 +66,10 @@ pub fn step(plan: &Plan, driver: Driver) -> Option<&Step> {
 }
 
 /// The plugin's objects, stage by stage (`logic::build::Stage`): the Namespace first; then, at the same time, the
-/// ServiceAccount, the RBAC, the fence and the DeviceClasses; the DaemonSet last, and only once the stages before it
-/// are written, so the plugin never runs unfenced or without its rights (a failed fence write keeps the DaemonSet as
-/// it is). Nothing goes into a namespace being deleted; what is there is kept until it can be created anew.
+/// ServiceAccount, the binding of the plugin's rights and the DeviceClasses; the DaemonSet last, and only once the
+/// stages before it are written and the plugin's fences are in place (the plan says `Driver::Unfenced` otherwise,
+/// and the DaemonSet is kept as it is). Nothing goes into a namespace being deleted; what is there is kept until
+/// it can be created anew.
 async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) {
     let desired = &plan.desired;
     let mut usable = match plan.driver_namespace {
@@ -76,26 +77,25 @@ async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) {
         NamespaceState::Exists => true,
         NamespaceState::Terminating => false,
     };
+    let rebound = pass.delete_rebound(&desired.cluster_role_binding).await;
     let mut forks: Vec<Pass<'_>> = Stage::BEFORE_PLUGIN.iter().map(|_| pass.fork()).collect();
     let written = join_all(forks.iter_mut().zip(Stage::BEFORE_PLUGIN).map(|(fork, stage)| async move {
-        if stage.in_driver_namespace() && !usable {
+        if (stage.in_driver_namespace() && !usable) || (stage == Stage::Rights && rebound) {
             claim_stage(fork, desired, stage);
             return false;
         }
         ensure_stage(fork, desired, stage, &plan.config.name).await
     }))
     .await;
-    let mut guarded = true;
     for ((fork, stage), written) in forks.into_iter().zip(Stage::BEFORE_PLUGIN).zip(written) {
         usable &= written || !stage.in_driver_namespace();
-        guarded &= fork.report.errors.is_empty() || !stage.guards_plugin();
         pass.join(fork);
     }
     match plan.driver {
-        // Keep what runs: a conflict neither updates nor deletes the plugin (that would take it off every node at
-        // once), and creates none.
-        Driver::BlockedByConflict => claim_stage(pass, desired, Stage::Plugin),
-        _ if usable && guarded => {
+        // Keep what runs: a conflict or a missing fence neither updates nor deletes the plugin (deleting would take
+        // it off every node at once), and creates none.
+        Driver::BlockedByConflict | Driver::Unfenced => claim_stage(pass, desired, Stage::Plugin),
+        _ if usable => {
             ensure_stage(pass, desired, Stage::Plugin, &plan.config.name).await;
         }
         _ => claim_stage(pass, desired, Stage::Plugin),
@@ -108,10 +108,7 @@ macro_rules! with_object {
         match $object {
             Object::Namespace($o) => $body,
             Object::ServiceAccount($o) => $body,
-            Object::ClusterRole($o) => $body,
             Object::ClusterRoleBinding($o) => $body,
-            Object::AdmissionPolicy($o) => $body,
-            Object::AdmissionPolicyBinding($o) => $body,
             Object::DeviceClass($o) => $body,
             Object::DaemonSet($o) => $body,
             Object::Template($o) => $body,

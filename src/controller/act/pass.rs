@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -93,6 +94,22 @@ impl<'a> Pass<'a> {
                 true
             }
         }
+    }
+
+    /// Deletes this config's binding of the plugin's rights when it binds another role than `desired` does, and
+    /// claims it: a binding's roleRef cannot change (the operator once bound a ClusterRole of its own per config;
+    /// the plugin's role is now installed with it). The next pass creates it anew. True when it went.
+    pub async fn delete_rebound(&mut self, desired: &ClusterRoleBinding) -> bool {
+        let cached = ClusterRoleBinding::cached(&self.ctx.stores, &desired.name_any(), None);
+        let Some(current) = cached.filter(|current| current.role_ref != desired.role_ref) else { return false };
+        self.claimed.insert(written(&(), desired));
+        if !self.writes {
+            return false;
+        }
+        let api = ClusterRoleBinding::api(&self.ctx.client, &(), None);
+        let outcome = self.ctx.applier.delete_as(&(), &api, current.as_ref()).await;
+        self.report.record_delete(written(&(), current.as_ref()), outcome);
+        true
     }
 
     /// Claims the templates and applies them in parallel (bounded); a template whose spec changed is deleted and
@@ -192,9 +209,13 @@ impl<'a> Pass<'a> {
     async fn delete_unclaimed_of<K: Operand>(&mut self) {
         let Some(dt) = K::served(self.ctx) else { return };
         let config = self.config.as_str();
+        let uid = self.uid.as_deref();
         let mut mine = K::deletable(&self.ctx.stores)
             .into_iter()
             .filter(|o| o.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
+            // The label is only a filter: anyone who may label an object could put it there. What goes is what
+            // this config owns (its uid in the owner references).
+            .filter(|o| uid.is_some_and(|uid| o.owner_references().iter().any(|r| r.uid == uid)))
             .filter(|o| !self.claimed.contains(&written(&dt, o.as_ref())))
             .collect::<Vec<_>>();
         mine.sort_by_key(|o| key(o.as_ref()));
@@ -209,7 +230,10 @@ impl<'a> Pass<'a> {
     /// config's fields and owner reference are released.
     async fn release_shared<K: Operand>(&mut self) {
         let (Some(uid), Some(dt)) = (self.uid.clone(), K::served(self.ctx)) else { return };
-        for object in K::deletable(&self.ctx.stores) {
+        // In name order, as orphans go: the cache's order is not the same from one pass to the next.
+        let mut shared = K::deletable(&self.ctx.stores);
+        shared.sort_by_key(|o| key(o.as_ref()));
+        for object in shared {
             let owners = object.owner_references();
             if self.claimed.contains(&written(&dt, object.as_ref())) || !owners.iter().any(|o| o.uid == uid) {
                 continue;

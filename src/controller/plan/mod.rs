@@ -23,11 +23,11 @@ use super::Stores;
 use super::snapshot::Snapshot;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
-use crate::logic::build::{self, Desired};
+use crate::logic::build::{self, Allowance, Desired};
 use crate::logic::conflict::{self, Claimant, Conflicts};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
-use crate::logic::validate::{InvalidConfig, ValidatedConfig, validate};
+use crate::logic::validate::{FieldError, InvalidConfig, ValidatedConfig, validate};
 
 /// What kind of pass this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,9 @@ pub enum Driver {
     BlockedByConflict,
     /// The driver namespace is being deleted: keep what is there and apply once it can be created again.
     WaitingForNamespace,
+    /// The plugin's fences are not in place as shipped (`Plan::unfenced` says how): the DaemonSet is kept as it runs
+    /// (neither updated nor deleted), and none is created.
+    Unfenced,
 }
 
 /// The driver namespace as the cache shows it.
@@ -72,6 +75,8 @@ pub struct Plan {
     /// The templates left out for a conflict: one of this config's own is kept as it is, not deleted.
     pub kept_templates: Vec<k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
     pub driver: Driver,
+    /// Why the plugin's fences are not in place, when they are not.
+    pub unfenced: Option<String>,
     pub driver_namespace: NamespaceState,
     pub conflicts: Conflicts,
     /// Namespaces that receive templates.
@@ -91,6 +96,10 @@ impl Plan {
     pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, InvalidConfig> {
         let stores = &snapshot.stores;
         let validated = validate(config)?;
+        let refusals = snapshot.allowed.refusals(&validated.spec.driver);
+        if !refusals.is_empty() {
+            return Err(InvalidConfig(refusals.into_iter().map(|(path, why)| FieldError::new(path, why)).collect()));
+        }
         let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
         let conflicts = conflicts_of(config, &validated, stores);
         let budgets = quota_budgets(&validated, &stores.namespaces);
@@ -111,6 +120,8 @@ impl Plan {
             Driver::BlockedByConflict
         } else if driver_namespace == NamespaceState::Terminating {
             Driver::WaitingForNamespace
+        } else if snapshot.fence.is_err() {
+            Driver::Unfenced
         } else {
             Driver::Apply
         };
@@ -133,6 +144,7 @@ impl Plan {
             desired,
             kept_templates,
             driver,
+            unfenced: snapshot.fence.clone().err(),
             driver_namespace,
             conflicts,
             namespaces,
@@ -166,12 +178,15 @@ fn target_namespaces(
 }
 
 /// The device budget of each namespace a budget names (once it exists) or selects, the first budget winning.
-fn quota_budgets(config: &ValidatedConfig, namespaces: &Store<PartialObjectMeta<Namespace>>) -> Vec<(String, i64)> {
+fn quota_budgets(
+    config: &ValidatedConfig,
+    namespaces: &Store<PartialObjectMeta<Namespace>>,
+) -> Vec<(String, Allowance)> {
     let mut budgets = BTreeMap::new();
     for quota in &config.spec.quotas {
         let (targets, _) = matching_namespaces(&quota.namespaces, quota.namespace_selector.as_ref(), namespaces);
         for namespace in targets {
-            budgets.entry(namespace).or_insert(quota.devices);
+            budgets.entry(namespace).or_insert(Allowance::of(quota));
         }
     }
     budgets.into_iter().collect()

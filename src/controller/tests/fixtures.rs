@@ -5,10 +5,9 @@
 use std::sync::{Arc, Mutex};
 
 use http::{Method, Request, Response};
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -58,10 +57,9 @@ pub struct World {
     pub daemon_sets: Vec<DaemonSet>,
     pub templates: Vec<ResourceClaimTemplate>,
     pub service_accounts: Vec<ServiceAccount>,
-    pub cluster_roles: Vec<ClusterRole>,
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
-    pub admission_policies: Vec<ValidatingAdmissionPolicy>,
-    pub admission_policy_bindings: Vec<ValidatingAdmissionPolicyBinding>,
+    /// The plugin's fences as judged (in place unless a test says otherwise).
+    pub fence: Option<String>,
     pub device_classes: Vec<DeviceClass>,
     /// DeviceTaintRules (`v1`); None: the server serves none.
     pub taint_rules: Option<Vec<crate::cluster::taint_rule::TaintRuleView>>,
@@ -94,11 +92,9 @@ impl World {
             self.namespaces.push(stored(desired.namespace.clone()));
         }
         self.service_accounts.push(stored(desired.service_account.clone()));
-        self.cluster_roles.push(stored(desired.cluster_role.clone()));
         self.cluster_role_bindings.push(stored(desired.cluster_role_binding.clone()));
-        self.admission_policies.push(stored(desired.admission_policy.clone()));
-        self.admission_policy_bindings.push(stored(desired.admission_policy_binding.clone()));
         self.device_classes.push(stored(desired.device_class.clone()));
+        self.device_classes.push(stored(desired.ultra_server_node_class.clone()));
         let mut daemon_set = stored(desired.daemon_set.clone());
         daemon_set.metadata.generation = Some(1);
         daemon_set.status = Some(
@@ -132,10 +128,7 @@ impl World {
                 daemon_sets: store(self.daemon_sets.clone()),
                 templates: store(self.templates.clone()),
                 service_accounts: store(self.service_accounts.clone()),
-                cluster_roles: store(self.cluster_roles.clone()),
                 cluster_role_bindings: store(self.cluster_role_bindings.clone()),
-                admission_policies: store(self.admission_policies.clone()),
-                admission_policy_bindings: store(self.admission_policy_bindings.clone()),
                 device_classes: store(self.device_classes.clone()),
                 resource_quotas: store(Vec::new()),
             },
@@ -234,7 +227,10 @@ impl Fixture {
             stores: world.stores(),
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
-            capabilities: Default::default(),
+            capabilities: crate::controller::capabilities::Capabilities::with_fence(match &world.fence {
+                None => Ok(Default::default()),
+                Some(problem) => Err(problem.clone()),
+            }),
             taint_rules: world.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource()),
             failures: Default::default(),
             held_back_seen: Default::default(),

@@ -1,9 +1,13 @@
-//! Objects another tool made under a name a config wants: looked at, reported, never applied over or deleted.
+//! Objects another tool made under a name a config wants, or carrying its label without its uid: looked at, reported,
+//! never applied over or deleted.
 
 use serde_json::json;
 
 use super::fixtures::{Fixture, World};
-use super::{CREATE_TEMPLATE, DEVICE_CLASS, EVENT, STATUS, TEMPLATE, condition, config, desired, with_written_status};
+use super::{
+    CREATE_TEMPLATE, DEVICE_CLASS, EVENT, STATUS, TEMPLATE, being_deleted, condition, config, converged, desired,
+    with_written_status,
+};
 
 /// Hardening #26 item 3: a template another tool made under the same name is reported and left alone.
 #[tokio::test]
@@ -45,7 +49,7 @@ async fn a_template_another_tool_made_is_left_alone_and_reported() {
 async fn a_device_class_another_tool_made_is_left_alone_and_reported() {
     let c = config(json!({}));
     let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]).holding(&desired(&c), 0);
-    world.device_classes.clear();
+    world.device_classes.retain(|class| class.metadata.name.as_deref() != Some("neuron.aws.com"));
     world.configs.push(c.clone());
     let fixture = Fixture::new(&world);
     let path = DEVICE_CLASS.trim_start_matches("PATCH ");
@@ -91,4 +95,29 @@ async fn a_missing_efa_device_class_is_reported_on_the_templates_that_need_it() 
     let fixture = Fixture::new(&super::converged(&plain));
     fixture.reconcile(&plain).await.unwrap();
     assert!(!fixture.lines().iter().any(|l| l.contains("deviceclasses/efa")), "{:?}", fixture.lines());
+}
+
+/// Only what the config owns goes: the config's label is a filter anyone who may label an object can set, so an
+/// object carrying it without the config's uid among its owners is left alone, in a normal pass and in cleanup.
+#[tokio::test]
+async fn a_look_alike_with_the_configs_label_but_not_its_uid_is_never_deleted() {
+    let c = config(json!({}));
+    let mut world = converged(&c);
+    let mut look_alike = world.templates[0].clone();
+    look_alike.metadata.name = Some("look-alike".into());
+    look_alike.metadata.owner_references.as_mut().unwrap()[0].uid = "uid-someone-else".into();
+    let mut unowned = world.templates[0].clone();
+    unowned.metadata.name = Some("unowned".into());
+    unowned.metadata.owner_references = None;
+    world.templates.extend([look_alike, unowned]);
+    let fixture = Fixture::new(&world);
+    fixture.reconcile(&c).await.unwrap();
+    assert!(!fixture.lines().iter().any(|l| l.starts_with("DELETE")), "{:#?}", fixture.lines());
+
+    let deleted = being_deleted(&c);
+    let fixture = Fixture::new(&world);
+    fixture.reconcile(&deleted).await.unwrap();
+    let lines = fixture.lines();
+    assert!(lines.contains(&format!("DELETE {TEMPLATE}")), "its own template goes: {lines:#?}");
+    assert!(!lines.iter().any(|l| l.ends_with("/look-alike") || l.ends_with("/unowned")), "{lines:#?}");
 }

@@ -26,11 +26,7 @@ use fixtures::{Fixture, World};
 const STATUS: &str = "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c/status";
 const EVENT: &str = "POST /apis/events.k8s.io/v1/namespaces/default/events";
 const SERVICE_ACCOUNT: &str = "PATCH /api/v1/namespaces/neuron-dra-driver/serviceaccounts/neuron-dra-c";
-const CLUSTER_ROLE: &str = "PATCH /apis/rbac.authorization.k8s.io/v1/clusterroles/neuron-dra-c";
 const CLUSTER_ROLE_BINDING: &str = "PATCH /apis/rbac.authorization.k8s.io/v1/clusterrolebindings/neuron-dra-c";
-const POLICY: &str = "PATCH /apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/neuron-dra-c";
-const POLICY_BINDING: &str =
-    "PATCH /apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/neuron-dra-c";
 const DEVICE_CLASS: &str = "PATCH /apis/resource.k8s.io/v1/deviceclasses/neuron.aws.com";
 const DAEMON_SET: &str = "/apis/apps/v1/namespaces/neuron-dra-driver/daemonsets/neuron-dra-c";
 const TEMPLATE: &str = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaimtemplates/pretrain";
@@ -49,6 +45,14 @@ fn config_at(name: &str, created: &str, spec: Value) -> NeuronDRAConfig {
         "spec": base,
     }))
     .unwrap()
+}
+
+/// `config` with its deletion begun now.
+fn being_deleted(config: &NeuronDRAConfig) -> NeuronDRAConfig {
+    let mut deleted = config.clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    deleted
 }
 
 fn config(spec: Value) -> NeuronDRAConfig {
@@ -118,22 +122,23 @@ async fn a_new_config_is_applied_with_the_plugin_last() {
     let daemon_set = format!("PATCH {DAEMON_SET}");
     let all = fixture.lines();
     // Each object the cache lacks is looked up before it is applied: the name may be another tool's.
-    for write in [SERVICE_ACCOUNT, CLUSTER_ROLE, DEVICE_CLASS, &daemon_set] {
+    for write in [SERVICE_ACCOUNT, CLUSTER_ROLE_BINDING, DEVICE_CLASS, &daemon_set] {
         let look = write.replacen("PATCH", "GET", 1);
         let at = |line: &str| all.iter().position(|l| l == line);
         assert!(at(&look).is_some() && at(&look) < at(write), "{look} before {write}: {all:#?}");
     }
     let lines: Vec<String> = all.into_iter().filter(|l| !l.starts_with("GET ")).collect();
     let at = |line: &str| lines.iter().position(|l| l == line).unwrap_or_else(|| panic!("no {line} in {lines:#?}"));
-    // Written at the same time, in no fixed order among themselves: the templates, and the plugin's rights, fence
-    // and class. The plugin waits for its rights and its fence; each binding follows what it binds.
-    for before in [SERVICE_ACCOUNT, CLUSTER_ROLE, CLUSTER_ROLE_BINDING, POLICY, POLICY_BINDING, DEVICE_CLASS] {
+    // Written at the same time, in no fixed order among themselves: the templates, and the plugin's identity, the
+    // binding of its installed role and the class. The plugin waits for them. The operator writes no role and no
+    // admission object.
+    for before in [SERVICE_ACCOUNT, CLUSTER_ROLE_BINDING, DEVICE_CLASS] {
         assert!(at(before) < at(&daemon_set), "{before} before the DaemonSet: {lines:#?}");
     }
-    assert!(at(CLUSTER_ROLE) < at(CLUSTER_ROLE_BINDING) && at(POLICY) < at(POLICY_BINDING), "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains("/clusterroles/") || l.contains("admissionregistration")), "{lines:#?}");
     assert!(lines.iter().any(|l| l == CREATE_TEMPLATE), "{lines:#?}");
-    assert_eq!(lines.len(), 10, "{lines:#?}");
-    assert_eq!(lines[8..], [STATUS, EVENT], "the change event goes out with the status");
+    assert_eq!(lines.len(), 8, "{lines:#?}");
+    assert_eq!(lines[6..], [STATUS, EVENT], "the change event goes out with the status");
     assert_eq!(fixture.event_reasons(), ["Created"]);
 }
 
@@ -264,9 +269,7 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
     assert_eq!(fixture.lines(), [dropped, STATUS, EVENT]);
     assert_eq!(fixture.event_reasons(), ["Deleted"]);
 
-    let mut deleted = c.clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    let deleted = being_deleted(&c);
     let fixture = Fixture::new(&world);
     fixture.reconcile(&deleted).await.unwrap();
     let lines = fixture.lines();
@@ -274,12 +277,10 @@ async fn a_removed_profile_loses_its_template_and_cleanup_removes_everything() {
         dropped.to_string(),
         format!("DELETE {TEMPLATE}"),
         format!("DELETE {DAEMON_SET}"),
-        POLICY_BINDING.replace("PATCH", "DELETE"),
-        POLICY.replace("PATCH", "DELETE"),
         "DELETE /apis/rbac.authorization.k8s.io/v1/clusterrolebindings/neuron-dra-c".into(),
-        "DELETE /apis/rbac.authorization.k8s.io/v1/clusterroles/neuron-dra-c".into(),
         "DELETE /api/v1/namespaces/neuron-dra-driver/serviceaccounts/neuron-dra-c".into(),
         "DELETE /apis/resource.k8s.io/v1/deviceclasses/neuron.aws.com".into(),
+        "DELETE /apis/resource.k8s.io/v1/deviceclasses/ultraserver-nodes.neuron.aws.com".into(),
         EVENT.into(),
         "PATCH /apis/neurondra.io/v1alpha1/neurondraconfigs/c".into(),
     ];
@@ -333,9 +334,7 @@ async fn a_deleted_config_leaves_no_metric_series_and_no_state() {
     fixture.reconcile(&c).await.unwrap();
     assert!(fixture.ctx.metrics.encode().contains("config=\"c\""));
 
-    let mut deleted = c.clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    let mut deleted = being_deleted(&c);
     deleted.metadata.resource_version = Some("3".into());
     fixture.reconcile(&deleted).await.unwrap();
     let metrics = fixture.ctx.metrics.encode();

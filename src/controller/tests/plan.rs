@@ -119,3 +119,41 @@ fn what_an_invalid_older_config_runs_is_not_taken_over() {
     let plan = Plan::new(&newer, &world.snapshot(), NOW).unwrap();
     assert_eq!(plan.driver, Driver::Apply, "{:?}", plan.conflicts);
 }
+
+/// A driver outside what the install allows (the install variables of its fences) is refused before
+/// anything is planned, one line per field; the fences' judgement decides whether the plugin is written.
+#[test]
+fn the_install_decides_where_and_what_a_plugin_may_run() {
+    use crate::logic::fence::Allowed;
+    let allowed = Allowed {
+        driver_namespaces: vec!["neuron-dra-driver".into()],
+        image_repositories: vec!["public.ecr.aws/neuron/neuron-dra-driver".into()],
+    };
+    let world = World::with_namespaces(&["team-a", "neuron-dra-driver", "kube-system"]);
+    let outside = config(json!({"driver": {"namespace": "kube-system", "image": "example.com/evil:1"}}));
+    let refused = Plan::new(&outside, &world.snapshot().with_install(Ok(()), allowed.clone()), NOW).unwrap_err();
+    let paths: Vec<&str> = refused.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["spec.driver.namespace", "spec.driver.image"]);
+
+    let inside = config(json!({}));
+    let plan = Plan::new(&inside, &world.snapshot().with_install(Ok(()), allowed.clone()), NOW).unwrap();
+    assert_eq!((plan.driver, plan.unfenced), (Driver::Apply, None));
+    let unfenced = world.snapshot().with_install(Err("the fence is missing".into()), allowed);
+    let plan = Plan::new(&inside, &unfenced, NOW).unwrap();
+    assert_eq!((plan.driver, plan.unfenced.as_deref()), (Driver::Unfenced, Some("the fence is missing")));
+}
+
+/// Plugin pods trigger their config's reconcile only from its driver namespace: a tenant's pod with the same
+/// labels elsewhere triggers nothing.
+#[test]
+fn only_plugin_pods_in_the_driver_namespace_trigger_their_config() {
+    let world = World { configs: vec![config(json!({}))], ..World::default() };
+    let owner = crate::controller::plugin_pod_owner(&world.stores().configs);
+    let pod = |namespace: &str| -> crate::cluster::PodView {
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "neuron-dra-operator", "neurondra.io/config": "c"}}}))
+        .unwrap()
+    };
+    assert_eq!(owner(pod("neuron-dra-driver")).map(|c| c.name), Some("c".to_string()));
+    assert_eq!(owner(pod("team-a")), None);
+}

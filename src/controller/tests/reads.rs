@@ -5,7 +5,7 @@ use kube::runtime::Predicate;
 use serde_json::json;
 
 use super::fixtures::{self, World};
-use super::{config, config_at, nodes};
+use super::{being_deleted, config, config_at, nodes};
 use crate::api::NeuronDRAConfig;
 use crate::logic::validate::validate;
 
@@ -26,9 +26,7 @@ fn only_what_a_reconcile_reads_triggers_one() {
     spec_changed.metadata.generation = Some(2);
     let mut relabelled = original.clone();
     relabelled.labels_mut().insert("shard".into(), "a".into());
-    let mut deleted = original.clone();
-    deleted.metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(crate::logic::status::now()));
+    let deleted = being_deleted(&original);
     for changed in [spec_changed, relabelled, deleted] {
         assert_ne!(key(&original), key(&changed));
     }

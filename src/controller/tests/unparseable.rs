@@ -56,7 +56,7 @@ async fn an_unparseable_config_being_deleted_is_cleaned_up_and_let_go() {
     let fixture = Fixture::new(&converged(&c));
     crate::controller::reconcile::reconcile(guarded, fixture.ctx.clone()).await.unwrap();
     let lines = fixture.lines();
-    for owned in ["/daemonsets/neuron-dra-c", "/resourceclaimtemplates/pretrain", "/clusterroles/neuron-dra-c"] {
+    for owned in ["/daemonsets/neuron-dra-c", "/resourceclaimtemplates/pretrain", "/clusterrolebindings/neuron-dra-c"] {
         assert!(lines.iter().any(|l| l.starts_with("DELETE") && l.ends_with(owned)), "{owned} not deleted: {lines:?}");
     }
     assert!(!lines.iter().any(|l| l.ends_with("/status")), "no status for a config that is going: {lines:?}");

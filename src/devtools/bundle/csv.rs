@@ -14,7 +14,10 @@ The operator rolls out AWS's Neuron DRA kubelet plugin (DaemonSet, RBAC, DeviceC
 namespaces where ML teams work, and reports rollout and device health in the config's status (`kubectl get ndc`).
 ML engineers then only write `resourceClaimTemplateName: <profile>` in their pods.
 
-Requires Kubernetes 1.34 or newer (`resource.k8s.io/v1`).
+Requires Kubernetes 1.34 or newer (`resource.k8s.io/v1`). Install it in the suggested namespace,
+`neuron-dra-operator-system`. OLM cannot install ValidatingAdmissionPolicies: apply the operator's and the kubelet
+plugin's fences from the repository's `config/rbac` (docs/install.md, \"With OLM\"); until they exist, every config
+reports `DriverReady=False`, reason `Unfenced`, and no kubelet plugin is started.
 
 Upgrades: the operator refuses to start against a CRD older than the one it was built with; OLM installs the
 bundle's CRD before the new operator, so upgrading through OLM upgrades both.
@@ -138,7 +141,6 @@ fn owned_crd(crd: &Value) -> anyhow::Result<Value> {
             { "kind": "DeviceClass", "version": "v1" },
             { "kind": "ResourceClaimTemplate", "version": "v1" },
             { "kind": "ServiceAccount", "version": "v1" },
-            { "kind": "ClusterRole", "version": "v1" },
             { "kind": "ClusterRoleBinding", "version": "v1" },
             { "kind": "Namespace", "version": "v1" },
         ],

@@ -109,6 +109,41 @@ fn the_metrics_auth_rules_are_cluster_permissions_and_the_reader_role_ships_unbo
     assert_eq!(reader["rules"], json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]));
 }
 
+/// The kubelet plugin's ClusterRole, which the operator only binds, ships in the bundle as `config/rbac` has it; the
+/// admission policies, a kind OLM does not install from a bundle, do not. The operator holds `bind` on that one ClusterRole, and no write on
+/// ClusterRoles or admission objects.
+#[test]
+fn the_plugin_role_ships_and_the_operator_may_only_bind_it() {
+    let files = generate(root()).unwrap();
+    let role: Value = serde_yaml::from_str(&files[PLUGIN_ROLE_FILE]).unwrap();
+    assert_eq!(
+        (role["kind"].as_str(), role["metadata"]["name"].as_str()),
+        (Some("ClusterRole"), Some("neuron-dra-plugin"))
+    );
+    let source = &read_yaml(&root().join("config/rbac/plugin_role.yaml")).unwrap()[0];
+    assert_eq!(role, *source);
+    for (file, text) in &files {
+        assert!(!text.contains("kind: ValidatingAdmissionPolicy"), "{file}: OLM installs no admission policy");
+    }
+
+    let csv = generated_csv();
+    let rules = csv["spec"]["install"]["spec"]["clusterPermissions"][0]["rules"].as_array().unwrap().clone();
+    let on = |resource: &str| -> Vec<&Value> {
+        rules.iter().filter(|r| r["resources"].as_array().unwrap().iter().any(|x| x == resource)).collect()
+    };
+    assert_eq!(
+        on("clusterroles"),
+        [&json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+            "resourceNames": ["neuron-dra-plugin"], "verbs": ["bind"]})]
+    );
+    for resource in ["validatingadmissionpolicies", "validatingadmissionpolicybindings"] {
+        for rule in on(resource) {
+            assert_eq!(rule["verbs"], json!(["get"]), "{resource}: {rule}");
+            assert!(rule["resourceNames"].is_array(), "{resource}: {rule}");
+        }
+    }
+}
+
 #[test]
 fn base64_is_rfc_4648() {
     let cases = [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE=")];

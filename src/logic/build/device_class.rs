@@ -6,34 +6,61 @@ use crate::logic::validate::ValidatedConfig;
 /// The DRA driver name the kubelet plugin publishes under.
 pub const NEURON_DRIVER: &str = "neuron.aws.com";
 
-/// The DeviceClass that selects every Neuron device; shared by all configs that name it.
+/// The prefix of the DeviceClass of UltraServer node entries: `ultraserver-nodes.<deviceClassName>`.
+pub const ULTRA_SERVER_NODES_PREFIX: &str = "ultraserver-nodes.";
+
+/// The resource type of a Neuron device, and of the entry that stands for a whole UltraServer node.
+const NEURON_DEVICE: &str = "neuron_device";
+const NEURON_NODE: &str = "neuron_node";
+
+/// The DeviceClass that selects every Neuron device, and never an UltraServer node entry: a node entry holds a whole
+/// node, and Kubernetes' quota would count it as one device of this class (docs/teams.md). Shared by all configs
+/// that name it.
 pub fn device_class(config: &ValidatedConfig) -> DeviceClass {
     DeviceClass {
         metadata: shared_meta(config, &config.spec.device_class_name),
-        spec: DeviceClassSpec { selectors: Some(selectors(&[])), ..DeviceClassSpec::default() },
+        spec: DeviceClassSpec { selectors: Some(selectors(NEURON_DEVICE)), ..DeviceClassSpec::default() },
+    }
+}
+
+/// The name of the DeviceClass of UltraServer node entries for the config's class.
+pub fn ultra_server_node_class_name(device_class: &str) -> String {
+    format!("{ULTRA_SERVER_NODES_PREFIX}{device_class}")
+}
+
+/// The DeviceClass `ultraserver-nodes.<deviceClassName>` that selects UltraServer node entries only
+/// (`resourceType == 'neuron_node'`). Claims of node entries name it, so that a budget counts them on a quota key of
+/// their own (`ultraServerNodes`), each node entry charged as its node's devices.
+pub fn ultra_server_node_class(config: &ValidatedConfig) -> DeviceClass {
+    DeviceClass {
+        metadata: shared_meta(config, &ultra_server_node_class_name(&config.spec.device_class_name)),
+        spec: DeviceClassSpec { selectors: Some(selectors(NEURON_NODE)), ..DeviceClassSpec::default() },
     }
 }
 
 /// With `extendedResourceName`: the DeviceClass `devices.<deviceClassName>` that serves that extended resource. It
-/// selects devices only: a pod asking for 4 `aws.amazon.com/neuron` means 4 Neuron devices, never an UltraServer
-/// node entry (which the shared class also matches).
+/// selects devices only, like the config's class: a pod asking for 4 `aws.amazon.com/neuron` means 4 Neuron devices,
+/// never an UltraServer node entry.
 pub fn extended_resource_class(config: &ValidatedConfig) -> Option<DeviceClass> {
     let resource = config.spec.extended_resource_name.clone()?;
     Some(DeviceClass {
         metadata: shared_meta(config, &format!("devices.{}", config.spec.device_class_name)),
         spec: DeviceClassSpec {
-            selectors: Some(selectors(&[format!(
-                "device.attributes['{NEURON_DRIVER}'].resourceType == 'neuron_device'"
-            )])),
+            selectors: Some(selectors(NEURON_DEVICE)),
             extended_resource_name: Some(resource),
             ..DeviceClassSpec::default()
         },
     })
 }
 
-fn selectors(extra: &[String]) -> Vec<DeviceSelector> {
-    std::iter::once(format!("device.driver == '{NEURON_DRIVER}'"))
-        .chain(extra.iter().cloned())
-        .map(|expression| DeviceSelector { cel: Some(CELDeviceSelector { expression }) })
-        .collect()
+/// The driver's devices of one resource type. The driver selector comes first: the allocator stops at the first
+/// selector a device fails, so other drivers' devices, which lack the attribute, never reach the second.
+fn selectors(resource_type: &str) -> Vec<DeviceSelector> {
+    [
+        format!("device.driver == '{NEURON_DRIVER}'"),
+        format!("device.attributes['{NEURON_DRIVER}'].resourceType == '{resource_type}'"),
+    ]
+    .into_iter()
+    .map(|expression| DeviceSelector { cel: Some(CELDeviceSelector { expression }) })
+    .collect()
 }

@@ -1,5 +1,5 @@
-//! The kubelet plugin: its Namespace, ServiceAccount, RBAC and DaemonSet, as AWS's chart renders them
-//! (docs/neuron-driver.md), with the config's overrides merged on top.
+//! The kubelet plugin: its Namespace, ServiceAccount, the binding of its installed ClusterRole, and DaemonSet, as
+//! AWS's chart renders them (docs/neuron-driver.md), with the config's overrides merged on top.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, GRPCAction, HostPathVolumeSource, Namespace, ObjectFieldSelector, PodSpec,
     PodTemplateSpec, Probe, ResourceRequirements, ServiceAccount, Toleration, Volume, VolumeMount,
 };
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -29,7 +29,12 @@ const HOST_PATHS: [(&str, &str); 3] = [
     ("cdi", "/var/run/cdi"),
 ];
 
-/// Name of the per-config ServiceAccount, ClusterRole, binding and DaemonSet.
+/// The kubelet plugin's ClusterRole (AWS's chart's rules), installed once with the operator (config/rbac/
+/// plugin_role.yaml). The operator never writes it: it only binds it to each config's plugin ServiceAccount, which
+/// RBAC lets it do by `bind` on this one role, so it never holds the plugin's Node and ResourceSlice writes itself.
+pub const PLUGIN_CLUSTER_ROLE: &str = "neuron-dra-plugin";
+
+/// Name of the per-config ServiceAccount, ClusterRoleBinding and DaemonSet.
 pub fn plugin_name(config_name: &str) -> String {
     format!("neuron-dra-{config_name}")
 }
@@ -56,30 +61,7 @@ pub fn service_account(config: &ValidatedConfig) -> ServiceAccount {
     }
 }
 
-fn rule(group: &str, resource: &str, verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.to_string()]),
-        resources: Some(vec![resource.to_string()]),
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        ..PolicyRule::default()
-    }
-}
-
-/// What the kubelet plugin needs: publish its ResourceSlices, read claims and classes, label its node.
-pub fn cluster_role(config: &ValidatedConfig) -> ClusterRole {
-    ClusterRole {
-        metadata: owned_meta(config, &plugin_name(&config.name), None),
-        rules: Some(vec![
-            rule("resource.k8s.io", "resourceslices", &["get", "list", "watch", "create", "update", "patch", "delete"]),
-            rule("resource.k8s.io", "resourceclaims", &["get", "list", "watch"]),
-            rule("resource.k8s.io", "deviceclasses", &["get", "list", "watch"]),
-            rule("", "nodes", &["get", "list", "watch", "patch", "update"]),
-            rule("", "nodes/status", &["patch"]),
-        ]),
-        ..ClusterRole::default()
-    }
-}
-
+/// Binds the installed plugin ClusterRole to this config's plugin ServiceAccount.
 pub fn cluster_role_binding(config: &ValidatedConfig) -> ClusterRoleBinding {
     let name = plugin_name(&config.name);
     ClusterRoleBinding {
@@ -87,7 +69,7 @@ pub fn cluster_role_binding(config: &ValidatedConfig) -> ClusterRoleBinding {
         role_ref: RoleRef {
             api_group: "rbac.authorization.k8s.io".into(),
             kind: "ClusterRole".into(),
-            name: name.clone(),
+            name: PLUGIN_CLUSTER_ROLE.into(),
         },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),

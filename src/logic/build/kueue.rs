@@ -1,12 +1,14 @@
 //! kueue (pure): a config's device budgets (`spec.quotas`) as Kueue v0.17 objects, which `render --kueue` prints
-//! for an admin who queues jobs with Kueue: the `Configuration` fragment that maps the config's DeviceClasses to one
-//! quota resource, the ResourceFlavors, a ClusterQueue per named budget namespace and a LocalQueue in it. The
-//! operator never applies them. docs/kueue.md explains the mapping and what Kueue can admit.
+//! for an admin who queues jobs with Kueue: the `Configuration` fragment that maps the config's DeviceClasses to
+//! two quota resources (devices, and UltraServer node entries), the ResourceFlavors, a ClusterQueue per named budget
+//! namespace and a LocalQueue in it. The operator never applies them. docs/kueue.md explains the mapping and what
+//! Kueue can admit.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::device_class::ultra_server_node_class_name;
 use super::quotas::named_budgets;
 use crate::api::labels::LABEL_CONFIG;
 use crate::logic::catalog::TRAINIUM_TYPES;
@@ -100,6 +102,12 @@ pub fn resource_name(config: &ValidatedConfig) -> String {
     }
 }
 
+/// The quota resource of UltraServer node entries: `<deviceClassName>/ultraserver-nodes`. Kueue, like a
+/// ResourceQuota, counts a node entry as one, so node entries get a resource of their own, as they get a quota key.
+pub fn node_resource_name(config: &ValidatedConfig) -> String {
+    format!("{}/ultraserver-nodes", config.spec.device_class_name)
+}
+
 /// The config's DeviceClasses: its own, and `devices.<name>` with an extended resource.
 pub fn device_class_names(config: &ValidatedConfig) -> Vec<String> {
     let class = &config.spec.device_class_name;
@@ -174,12 +182,16 @@ fn meta(config: &ValidatedConfig, name: String, namespace: Option<&str>) -> Meta
 /// Every Kueue object for the config's named budgets; problems when a name breaks Kueue's validation.
 pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldError>> {
     let resource = resource_name(config);
+    let node_resource = node_resource_name(config);
     let classes = device_class_names(config);
+    let node_class = ultra_server_node_class_name(&config.spec.device_class_name);
     let mut problems = Vec::new();
-    if let Err(reason) = check_label_key(&resource) {
-        problems.push(problem("spec.deviceClassName", format!("Kueue's resource name {resource:?} {reason}")));
+    for name in [&resource, &node_resource] {
+        if let Err(reason) = check_label_key(name) {
+            problems.push(problem("spec.deviceClassName", format!("Kueue's resource name {name:?} {reason}")));
+        }
     }
-    for class in &classes {
+    for class in classes.iter().chain([&node_class]) {
         if let Err(reason) = check_label_key(class) {
             problems.push(problem("spec.deviceClassName", format!("Kueue cannot map DeviceClass {class:?}: {reason}")));
         }
@@ -200,7 +212,10 @@ pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldEr
         kind: "Configuration".to_string(),
         feature_gates,
         resources: Resources {
-            device_class_mappings: vec![DeviceClassMapping { name: resource.clone(), device_class_names: classes }],
+            device_class_mappings: vec![
+                DeviceClassMapping { name: resource.clone(), device_class_names: classes },
+                DeviceClassMapping { name: node_resource.clone(), device_class_names: vec![node_class] },
+            ],
         },
     };
 
@@ -220,12 +235,14 @@ pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldEr
     }
     let cluster_queues = budgets
         .iter()
-        .map(|(namespace, devices)| {
+        .map(|(namespace, allowance)| {
+            // The ResourceQuota's two keys: devices less the node entries' devices, and the node entries.
             let quota_flavors: Vec<serde_json::Value> = flavors
                 .iter()
                 .map(|f| {
                     serde_json::json!({"name": f.metadata.name, "resources": [
-                        {"name": resource, "nominalQuota": devices, "borrowingLimit": 0}]})
+                        {"name": resource, "nominalQuota": allowance.device_claims(), "borrowingLimit": 0},
+                        {"name": node_resource, "nominalQuota": allowance.ultra_server_nodes, "borrowingLimit": 0}]})
                 })
                 .collect();
             Object {
@@ -235,7 +252,7 @@ pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldEr
                 spec: serde_json::json!({
                     "cohortName": config.name,
                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                    "resourceGroups": [{"coveredResources": [resource], "flavors": quota_flavors}],
+                    "resourceGroups": [{"coveredResources": [resource, node_resource], "flavors": quota_flavors}],
                 }),
             }
         })

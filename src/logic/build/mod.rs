@@ -2,7 +2,6 @@
 
 mod device_class;
 mod driver;
-mod fence;
 pub mod kueue;
 mod order;
 mod quotas;
@@ -10,10 +9,9 @@ mod templates;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
@@ -23,11 +21,12 @@ use crate::api::NeuronDRAConfig;
 use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, LABEL_SHARED, MANAGER};
 use crate::logic::validate::ValidatedConfig;
 
-pub use device_class::{NEURON_DRIVER, device_class, extended_resource_class};
-pub use driver::{cluster_role, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
-pub use fence::{NODE_NAME_EXTRA, admission_policy, admission_policy_binding};
+pub use device_class::{
+    NEURON_DRIVER, device_class, extended_resource_class, ultra_server_node_class, ultra_server_node_class_name,
+};
+pub use driver::{PLUGIN_CLUSTER_ROLE, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use order::{Object, Stage};
-pub use quotas::{device_quota_key, named_budgets, quota_name, resource_quota};
+pub use quotas::{Allowance, device_quota_key, named_budgets, quota_name, resource_quota};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,
@@ -38,14 +37,13 @@ pub use templates::{
 pub struct Desired {
     pub namespace: Namespace,
     pub service_account: ServiceAccount,
-    pub cluster_role: ClusterRole,
+    /// The plugin's rights: the installed ClusterRole `PLUGIN_CLUSTER_ROLE`, bound to its ServiceAccount.
     pub cluster_role_binding: ClusterRoleBinding,
-    /// The fence: the plugin may write only its own node's ResourceSlices.
-    pub admission_policy: ValidatingAdmissionPolicy,
-    pub admission_policy_binding: ValidatingAdmissionPolicyBinding,
     pub device_class: DeviceClass,
     /// The DeviceClass that serves `extendedResourceName`, when the spec names one.
     pub extended_resource_class: Option<DeviceClass>,
+    /// The DeviceClass of UltraServer node entries, `ultraserver-nodes.<deviceClassName>`.
+    pub ultra_server_node_class: DeviceClass,
     pub daemon_set: DaemonSet,
     /// Sorted by namespace, then in profile order.
     pub templates: Vec<ResourceClaimTemplate>,
@@ -65,12 +63,10 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
     Desired {
         namespace: namespace(config),
         service_account: service_account(config),
-        cluster_role: cluster_role(config),
         cluster_role_binding: cluster_role_binding(config),
-        admission_policy: admission_policy(config),
-        admission_policy_binding: admission_policy_binding(config),
         device_class: device_class(config),
         extended_resource_class: extended_resource_class(config),
+        ultra_server_node_class: ultra_server_node_class(config),
         daemon_set: daemon_set(config),
         templates,
         quotas: Vec::new(),
@@ -78,9 +74,14 @@ pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
 }
 
 impl Desired {
-    /// Adds a ResourceQuota for each `(namespace, devices)` budget.
-    pub fn with_quotas(mut self, config: &ValidatedConfig, budgets: &[(String, i64)]) -> Desired {
-        self.quotas = budgets.iter().map(|(namespace, devices)| resource_quota(config, namespace, *devices)).collect();
+    /// Adds a ResourceQuota for each `(namespace, allowance)` budget (a bare number is devices alone).
+    pub fn with_quotas<A: Copy + Into<Allowance>>(
+        mut self,
+        config: &ValidatedConfig,
+        budgets: &[(String, A)],
+    ) -> Desired {
+        self.quotas =
+            budgets.iter().map(|(namespace, budget)| resource_quota(config, namespace, (*budget).into())).collect();
         self
     }
 }

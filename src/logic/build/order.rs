@@ -1,10 +1,9 @@
 //! order: the one apply order of a config's objects. `render` prints them in it, and the act layer writes them in
 //! it (`controller/act`): a stage starts once the stages it waits for are written.
 
-use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use serde::Serialize;
 
@@ -19,11 +18,9 @@ pub enum Stage {
     Namespace,
     /// The plugin's ServiceAccount, in the driver namespace.
     Identity,
-    /// The plugin's ClusterRole and binding. The plugin does not wait for them to be written without error: it
-    /// retries its calls until its rights come.
+    /// The binding of the plugin's installed ClusterRole. The plugin does not wait for it to be written without
+    /// error: it retries its calls until its rights come.
     Rights,
-    /// The admission policy and binding that let the plugin write only its own node's slices.
-    Fence,
     /// The DeviceClasses, shared between configs.
     Class,
     /// The plugin's DaemonSet, once the stages before it are written.
@@ -36,12 +33,7 @@ pub enum Stage {
 
 impl Stage {
     /// The stages written at the same time, after the namespace and before the plugin.
-    pub const BEFORE_PLUGIN: [Stage; 4] = [Stage::Identity, Stage::Rights, Stage::Fence, Stage::Class];
-
-    /// Whether a write of this stage that failed keeps the plugin as it runs: it never runs unfenced.
-    pub fn guards_plugin(self) -> bool {
-        self == Stage::Fence
-    }
+    pub const BEFORE_PLUGIN: [Stage; 3] = [Stage::Identity, Stage::Rights, Stage::Class];
 
     /// Whether the stage writes into the driver namespace (nothing is, while that namespace is being deleted).
     pub fn in_driver_namespace(self) -> bool {
@@ -55,10 +47,7 @@ impl Stage {
 pub enum Object<'a> {
     Namespace(&'a Namespace),
     ServiceAccount(&'a ServiceAccount),
-    ClusterRole(&'a ClusterRole),
     ClusterRoleBinding(&'a ClusterRoleBinding),
-    AdmissionPolicy(&'a ValidatingAdmissionPolicy),
-    AdmissionPolicyBinding(&'a ValidatingAdmissionPolicyBinding),
     DeviceClass(&'a DeviceClass),
     DaemonSet(&'a DaemonSet),
     Template(&'a ResourceClaimTemplate),
@@ -71,12 +60,10 @@ impl Desired {
         let mut objects = vec![
             (Stage::Namespace, Object::Namespace(&self.namespace)),
             (Stage::Identity, Object::ServiceAccount(&self.service_account)),
-            (Stage::Rights, Object::ClusterRole(&self.cluster_role)),
             (Stage::Rights, Object::ClusterRoleBinding(&self.cluster_role_binding)),
-            (Stage::Fence, Object::AdmissionPolicy(&self.admission_policy)),
-            (Stage::Fence, Object::AdmissionPolicyBinding(&self.admission_policy_binding)),
             (Stage::Class, Object::DeviceClass(&self.device_class)),
         ];
+        objects.push((Stage::Class, Object::DeviceClass(&self.ultra_server_node_class)));
         objects.extend(self.extended_resource_class.iter().map(|class| (Stage::Class, Object::DeviceClass(class))));
         objects.push((Stage::Plugin, Object::DaemonSet(&self.daemon_set)));
         objects.extend(self.templates.iter().map(|template| (Stage::Templates, Object::Template(template))));

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::json;
 
-use super::{NEURON_DRIVER, owned_meta, short_hash};
+use super::{NEURON_DRIVER, owned_meta, short_hash, ultra_server_node_class_name};
 use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, LABEL_PROFILE};
 use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
 
@@ -88,8 +88,10 @@ impl Devices {
                 }
             }
             ClaimKind::UltraServerNode { nodes } => {
+                // From the node entries' own class, so that a budget counts it on their key (docs/teams.md).
+                let class = ultra_server_node_class_name(device_class);
                 let selectors = neuron_selectors(choice, "neuron_node");
-                self.requests.push(exact_request(REQUEST_NEURONS, device_class, Count::Exactly(1), selectors));
+                self.requests.push(exact_request(REQUEST_NEURONS, &class, Count::Exactly(1), selectors));
                 self.config.push(opaque(
                     REQUEST_NEURONS,
                     json!({"apiVersion": OPAQUE_API_VERSION, "kind": "UltraServerConfig", "ultraserverMode": nodes}),

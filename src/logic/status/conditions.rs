@@ -36,7 +36,7 @@ names! {
     /// Every `reason` a condition can carry; docs/troubleshooting.md's table lists them.
     Reason {
         Valid, InvalidSpec, Conflict, Unparseable, Unsupported, ForeignObject,
-        RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied,
+        RolloutComplete, RollingOut, RolloutHalted, Pending, NotApplied, Unfenced,
         Applied, Missing, DeviceClassMissing,
         AllHealthy, Unhealthy,
         Ready, NotReady,

@@ -61,6 +61,8 @@ pub fn condition_reason(status: Option<&NeuronDRAConfigStatus>, type_: Condition
 pub enum Rollout {
     /// Not applied, with why.
     NotApplied(String),
+    /// Not applied because the plugin's fences are not in place (`logic::fence`), with how.
+    Unfenced(String),
     /// Applied; figures from its status (absent until the DaemonSet controller has looked at it).
     Applied { status: DriverStatus, observed: bool },
 }
@@ -180,14 +182,11 @@ pub fn compute(
         // Nothing applied this time (an invalid or conflicting spec, the namespace going): the rollout's record is
         // kept as stored, so a halt (or a step in flight) survives until a valid spec brings a new template; were it
         // dropped, fixing a typo would restart the halted revision at the canary.
-        Rollout::NotApplied(why) => {
+        Rollout::NotApplied(why) | Rollout::Unfenced(why) => {
             let rollout = previous.and_then(|p| p.driver.as_ref()).and_then(|d| d.rollout.clone());
-            (
-                false,
-                Reason::NotApplied,
-                why.clone(),
-                rollout.map(|r| DriverStatus { rollout: Some(r), ..Default::default() }),
-            )
+            let reason =
+                if matches!(observed.rollout, Rollout::Unfenced(_)) { Reason::Unfenced } else { Reason::NotApplied };
+            (false, reason, why.clone(), rollout.map(|r| DriverStatus { rollout: Some(r), ..Default::default() }))
         }
         Rollout::Applied { status, observed: false } => {
             (false, Reason::Pending, "waiting for the DaemonSet controller".into(), Some(status.clone()))

@@ -24,8 +24,8 @@ pub enum Progress {
 
 impl Progress {
     /// From the conditions `compute` set (by type, before sorting). A False `ConfigValid` stalls (invalid,
-    /// unsupported, unreadable, conflicting, or another tool's object in the way), and so do a halted rollout and
-    /// templates that cannot be used as they are; whatever else keeps Ready False is in progress.
+    /// unsupported, unreadable, conflicting, or another tool's object in the way), and so do a halted rollout, a
+    /// plugin whose fences are not in place, and templates that cannot be used as they are; whatever else keeps Ready False is in progress.
     pub fn of(conditions: &[Condition], paused: bool) -> Self {
         let find = |type_: ConditionType| conditions.iter().find(|c| c.type_ == type_.as_str());
         let failing = |type_: ConditionType| find(type_).filter(|c| c.status == "False");
@@ -42,6 +42,7 @@ impl Progress {
         }
         let blocked = [
             (ConditionType::DriverReady, Reason::RolloutHalted),
+            (ConditionType::DriverReady, Reason::Unfenced),
             (ConditionType::TemplatesReady, Reason::ForeignObject),
             (ConditionType::TemplatesReady, Reason::DeviceClassMissing),
         ];

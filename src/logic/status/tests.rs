@@ -105,6 +105,7 @@ fn names_are_the_api_strings_and_the_troubleshooting_doc_explains_each() {
             "RolloutHalted",
             "Pending",
             "NotApplied",
+            "Unfenced",
             "Applied",
             "Missing",
             "DeviceClassMissing",

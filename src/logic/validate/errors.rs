@@ -12,7 +12,7 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    pub(super) fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
         Self { path: path.into(), reason: reason.into() }
     }
 }

@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use validator::Validate;
 
 use crate::api::{
-    DNS_LABEL, DeviceCount, DeviceRequest, FALLBACKS_WITH_EFA, MAX_DISAGGREGATED_NAME, NeuronDRAConfig,
-    NeuronDRAConfigSpec, Profile,
+    DNS_LABEL, DeviceCount, DeviceRequest, FALLBACKS_WITH_EFA, MAX_DISAGGREGATED_NAME, NODE_ENTRIES_OVER_DEVICES,
+    NeuronDRAConfig, NeuronDRAConfigSpec, Profile,
 };
 use crate::logic::catalog;
 
@@ -98,7 +98,7 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
     if let Err(found) = config.spec.validate() {
         flatten_validator_errors("spec", &found, &mut errors);
     }
-    check_extended_resource(config.spec.extended_resource_name.as_deref(), &config.spec.device_class_name, &mut errors);
+    check_extended_resource(config.spec.extended_resource_name.as_deref(), &mut errors);
     check_selector("spec.nodeSelector", config.spec.node_selector.as_ref(), &mut errors);
     check_selector("spec.templates.namespaceSelector", config.spec.templates.namespace_selector.as_ref(), &mut errors);
     for (index, quota) in config.spec.quotas.iter().enumerate() {
@@ -107,6 +107,12 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
             errors.push(FieldError::new(&path, "set namespaces, namespaceSelector or both"));
         }
         check_selector(&format!("{path}.namespaceSelector"), quota.namespace_selector.as_ref(), &mut errors);
+        // The CEL rule NODE_ENTRIES_WITHIN_DEVICES, with the catalog's figure.
+        if let Some(nodes) = quota.ultra_server_nodes
+            && nodes.saturating_mul(catalog::ULTRA_SERVER_NODE_DEVICES) > quota.devices
+        {
+            errors.push(FieldError::new(format!("{path}.ultraServerNodes"), NODE_ENTRIES_OVER_DEVICES));
+        }
     }
     // The rollout and remediation policies' CEL rules.
     errors.extend(crate::api::rollout_problems(&config.spec.driver).into_iter().map(|(p, r)| FieldError::new(p, r)));
@@ -141,20 +147,14 @@ fn check_config_name(name: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// The two CEL rules on `extendedResourceName` (its pattern and length are checked by the derive).
-fn check_extended_resource(name: Option<&str>, device_class: &str, errors: &mut Vec<FieldError>) {
+/// The CEL rule on `extendedResourceName` (its pattern and length are checked by the derive).
+fn check_extended_resource(name: Option<&str>, errors: &mut Vec<FieldError>) {
     let Some(name) = name else { return };
     let domain = name.split_once('/').map_or("", |(domain, _)| domain);
     if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") {
         errors.push(FieldError::new(
             "spec.extendedResourceName",
             "must not be in the kubernetes.io domain (kept for Kubernetes' own resources)",
-        ));
-    }
-    if device_class.len() > 245 {
-        errors.push(FieldError::new(
-            "spec.deviceClassName",
-            "must be at most 245 characters with extendedResourceName (the extra DeviceClass is named devices.<deviceClassName>)",
         ));
     }
 }

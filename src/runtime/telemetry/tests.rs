@@ -102,7 +102,7 @@ fn team_gauges_follow_the_listed_teams_and_go_with_the_config() {
         namespace: namespace.into(),
         hard,
         used,
-        room: Vec::new(),
+        ..TeamStatus::default()
     };
     let metrics = Metrics::default();
     let status =

@@ -31,7 +31,10 @@ fn maps_the_device_class_to_a_resource_named_after_it() {
         json!({
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
             "featureGates": {"DynamicResourceAllocation": true},
-            "resources": {"deviceClassMappings": [{"name": "neuron.aws.com/devices", "deviceClassNames": ["neuron.aws.com"]}]},
+            "resources": {"deviceClassMappings": [
+                {"name": "neuron.aws.com/devices", "deviceClassNames": ["neuron.aws.com"]},
+                {"name": "neuron.aws.com/ultraserver-nodes", "deviceClassNames": ["ultraserver-nodes.neuron.aws.com"]},
+            ]},
         })
     );
 }
@@ -45,7 +48,10 @@ fn an_extended_resource_names_the_mapping_and_adds_its_class_and_gate() {
     assert_eq!(mapping.name, "aws.amazon.com/neuron");
     assert_eq!(mapping.device_class_names, ["trn", "devices.trn"]);
     let queue = &objects.cluster_queues[0].spec;
-    assert_eq!(queue["resourceGroups"][0]["coveredResources"], json!(["aws.amazon.com/neuron"]));
+    assert_eq!(
+        queue["resourceGroups"][0]["coveredResources"],
+        json!(["aws.amazon.com/neuron", "trn/ultraserver-nodes"])
+    );
 }
 
 #[test]
@@ -112,12 +118,30 @@ fn a_selector_of_no_supported_type_is_refused() {
 
 #[test]
 fn class_names_past_kueues_63_characters_are_refused() {
-    let long = "a".repeat(60);
-    let ok = build_kueue(&config(json!({"deviceClassName": long})));
-    assert!(ok.is_ok());
-    let spec = json!({"deviceClassName": long, "extendedResourceName": "aws.amazon.com/neuron"});
-    let problems = build_kueue(&config(spec)).unwrap_err();
-    assert!(problems[0].reason.contains("devices.aaaa"), "{problems:?}");
+    // The longest class name made from it, `ultraserver-nodes.<name>`, must fit Kueue's 63 characters.
+    let fits = "a".repeat(45);
+    assert!(build_kueue(&config(json!({"deviceClassName": fits}))).is_ok());
+    let spec = json!({"deviceClassName": fits, "extendedResourceName": "aws.amazon.com/neuron"});
+    assert!(build_kueue(&config(spec)).is_ok());
+    let problems = build_kueue(&config(json!({"deviceClassName": "a".repeat(46)}))).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].reason.contains("DeviceClass \"ultraserver-nodes.aaaa"), "{problems:?}");
+}
+
+#[test]
+fn node_entries_are_a_resource_of_their_own_carved_out_of_the_devices() {
+    let quotas = json!([{"namespaces": ["team-a"], "devices": 48, "ultraServerNodes": 2}]);
+    let objects = build_kueue(&config(json!({"quotas": quotas}))).unwrap();
+    let group = &objects.cluster_queues[0].spec["resourceGroups"][0];
+    assert_eq!(group["coveredResources"], json!(["neuron.aws.com/devices", "neuron.aws.com/ultraserver-nodes"]));
+    assert_eq!(
+        group["flavors"][0]["resources"],
+        json!([
+            {"name": "neuron.aws.com/devices", "nominalQuota": 16, "borrowingLimit": 0},
+            {"name": "neuron.aws.com/ultraserver-nodes", "nominalQuota": 2, "borrowingLimit": 0},
+        ]),
+        "the ResourceQuota's two keys"
+    );
 }
 
 #[test]

@@ -133,15 +133,23 @@ fn driver_overrides_merge_on_top_of_the_defaults() {
     assert_eq!(subject.namespace.as_deref(), Some("kube-neuron"));
 }
 
+/// The plugin's ClusterRole is installed with the operator (config/rbac/plugin_role.yaml), exactly AWS's chart's
+/// rules; a config only binds it to its own ServiceAccount.
 #[test]
 fn plugin_rbac_is_exactly_what_the_driver_needs() {
-    let desired = build(&config(json!([])), &[]);
-    let rules: Vec<(String, String, Vec<String>)> = desired
-        .cluster_role
-        .rules
+    let role: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string("config/rbac/plugin_role.yaml").unwrap()).unwrap();
+    assert_eq!(role["metadata"]["name"], crate::logic::build::PLUGIN_CLUSTER_ROLE);
+    let rules: Vec<(String, String, Vec<String>)> = role["rules"]
+        .as_array()
         .unwrap()
-        .into_iter()
-        .map(|r| (r.api_groups.unwrap().join(","), r.resources.unwrap().join(","), r.verbs))
+        .iter()
+        .map(|r| {
+            let words = |v: &serde_json::Value| -> Vec<String> {
+                v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+            };
+            (words(&r["apiGroups"]).join(","), words(&r["resources"]).join(","), words(&r["verbs"]))
+        })
         .collect();
     let verbs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
@@ -158,6 +166,10 @@ fn plugin_rbac_is_exactly_what_the_driver_needs() {
             ("".into(), "nodes/status".into(), verbs(&["patch"])),
         ]
     );
-    assert_eq!(desired.cluster_role_binding.role_ref.name, "neuron-dra-pool");
+    let desired = build(&config(json!([])), &[]);
+    assert_eq!(desired.cluster_role_binding.role_ref.name, crate::logic::build::PLUGIN_CLUSTER_ROLE);
+    assert_eq!(desired.cluster_role_binding.metadata.name.as_deref(), Some("neuron-dra-pool"));
+    let subjects = desired.cluster_role_binding.subjects.unwrap();
+    assert_eq!((subjects.len(), subjects[0].name.as_str()), (1, "neuron-dra-pool"));
     assert_eq!(desired.service_account.metadata.name.as_deref(), Some("neuron-dra-pool"));
 }

@@ -156,6 +156,7 @@ fn ultra_server_nodes_claims_one_node_entry_with_ultraserver_config() {
     let neurons = request(&t[0], "neurons").exactly.clone().unwrap();
     assert_eq!(neurons.allocation_mode.as_deref(), Some("ExactCount"));
     assert_eq!(neurons.count, Some(1));
+    assert_eq!(neurons.device_class_name, "ultraserver-nodes.neuron.aws.com", "the node entries' own class");
     let sel = selectors(request(&t[0], "neurons"));
     assert!(sel.contains(&"device.attributes['neuron.aws.com'].resourceType == 'neuron_node'".to_string()));
     assert!(sel.contains(&"device.attributes['neuron.aws.com'].instanceType == 'trn2u.48xlarge'".to_string()));
@@ -205,7 +206,6 @@ fn an_extended_resource_gets_its_own_devices_only_class() {
     );
     // Shared like the main class: garbage-collected with its last owner.
     assert_eq!(class.metadata.owner_references.unwrap()[0].controller, Some(false));
-    // The shared class is unchanged: it still matches UltraServer node entries.
     assert_eq!(desired.device_class.spec.extended_resource_name, None);
 }
 
@@ -267,7 +267,13 @@ fn a_budget_caps_the_class_and_with_an_extended_resource_its_pods_too() {
     let hard = |q: &k8s_openapi::api::core::v1::ResourceQuota| {
         q.spec.clone().unwrap().hard.unwrap().into_iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>()
     };
-    assert_eq!(hard(&quota), [("neuron.aws.com.deviceclass.resource.k8s.io/devices".into(), "16".into())]);
+    assert_eq!(
+        hard(&quota),
+        [
+            ("neuron.aws.com.deviceclass.resource.k8s.io/devices".into(), "16".into()),
+            ("ultraserver-nodes.neuron.aws.com.deviceclass.resource.k8s.io/devices".into(), "0".into()),
+        ]
+    );
     assert!(quota.spec.unwrap().scopes.is_none(), "a scoped quota never matches claims");
     assert_eq!(quota.metadata.labels.unwrap()[LABEL_CONFIG], "pool");
     let extended = config_with(json!({"extendedResourceName": "aws.amazon.com/neuron",
@@ -279,6 +285,7 @@ fn a_budget_caps_the_class_and_with_an_extended_resource_its_pods_too() {
             ("devices.neuron.aws.com.deviceclass.resource.k8s.io/devices".to_string(), "8".to_string()),
             ("neuron.aws.com.deviceclass.resource.k8s.io/devices".to_string(), "8".to_string()),
             ("requests.aws.amazon.com/neuron".to_string(), "8".to_string()),
+            ("ultraserver-nodes.neuron.aws.com.deviceclass.resource.k8s.io/devices".to_string(), "0".to_string()),
         ]
     );
 }
@@ -292,7 +299,7 @@ fn objects_go_stage_by_stage() {
     assert!(stages.is_sorted(), "{stages:?}");
     assert!(Stage::BEFORE_PLUGIN.is_sorted());
     assert!(Stage::BEFORE_PLUGIN.iter().all(|stage| *stage > Stage::Namespace && *stage < Stage::Plugin));
-    assert_eq!(desired.stage(Stage::Class).len(), 2, "the extended resource's class too");
+    assert_eq!(desired.stage(Stage::Class).len(), 3, "the node entries' and the extended resource's classes too");
     assert_eq!(desired.stage(Stage::Templates).len(), 2);
     assert_eq!(desired.stage(Stage::Quotas).len(), 1);
 }
@@ -309,10 +316,8 @@ fn render_output_is_deterministic_and_in_apply_order() {
         [
             "Namespace",
             "ServiceAccount",
-            "ClusterRole",
             "ClusterRoleBinding",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding",
+            "DeviceClass",
             "DeviceClass",
             "DaemonSet",
             "ResourceClaimTemplate"
@@ -329,21 +334,6 @@ fn offline_render_has_no_owner_references() {
     assert!(desired.daemon_set.metadata.owner_references.is_none());
 }
 
-#[test]
-fn the_fence_matches_only_the_plugins_service_account_and_is_bound() {
-    let cfg = config(json!([{"name": "a", "training": {"devices": 4}}]));
-    let desired = build(&cfg, &[]);
-    let policy = desired.admission_policy.spec.as_ref().unwrap();
-    let conditions = policy.match_conditions.as_ref().unwrap();
-    let user = format!("system:serviceaccount:{}:neuron-dra-pool", cfg.spec.driver.namespace);
-    assert_eq!(conditions[0].expression, format!("request.userInfo.username == '{user}'"));
-    assert_eq!(policy.failure_policy.as_deref(), Some("Fail"));
-    let rules = policy.match_constraints.as_ref().unwrap().resource_rules.as_ref().unwrap();
-    assert_eq!(rules[0].resources.as_deref(), Some(&["resourceslices".to_string()][..]));
-    let binding = desired.admission_policy_binding.spec.as_ref().unwrap();
-    assert_eq!(binding.policy_name, desired.admission_policy.metadata.name);
-    assert_eq!(binding.validation_actions.as_deref(), Some(&["Deny".to_string()][..]));
-}
-
 mod driver;
 mod fallbacks;
+mod ultra_server;

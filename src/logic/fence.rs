@@ -1,0 +1,396 @@
+//! fence (pure): whether the kubelet plugin's fences are in place as the install ships them. The operator starts or
+//! changes a plugin DaemonSet only when they are: a plugin whose fence was deleted, set to warn only, or rewritten
+//! could write every node's devices and Nodes (docs/security.md).
+//!
+//! The fences are installed with the operator (config/rbac/plugin_fence.yaml and its bindings), never written by
+//! it: the operator may only read them, by name. The API server adds defaults to what it stores, so a fence is
+//! judged by what the shipped file sets (every field of it, with the same value; lists of the same length) and by
+//! the fields that would narrow it, which the file leaves out and must stay empty. The variables the install sets
+//! (`INSTALL_VARIABLES`: the driver namespaces, image repositories and operator) may differ; the operator reads
+//! its allow-list from them.
+
+use serde_json::Value;
+
+use crate::api::DriverSpec;
+
+/// The shipped policies, in order: what a plugin may write, and who may start one.
+const POLICIES: &str = include_str!("../../config/rbac/plugin_fence.yaml");
+const BINDINGS: &str = include_str!("../../config/rbac/plugin_fence_binding.yaml");
+
+/// The policy variables whose expressions the install sets (a list of strings each), not the shipped file.
+pub const INSTALL_VARIABLES: [&str; 3] = ["namespacePatterns", "imagePatterns", "operators"];
+
+/// One fence as read from the server: the policy and the binding of its name (None when missing).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Found {
+    pub policy: Option<Value>,
+    pub binding: Option<Value>,
+}
+
+/// The names of the fences, each its policy's and its binding's.
+pub fn names() -> Vec<String> {
+    shipped(POLICIES).iter().map(|policy| name_of(policy).to_string()).collect()
+}
+
+/// When every fence in `found` (in the order of `names`) is in place as shipped, what the install allows a plugin
+/// (read from the fences' install variables); otherwise one line that says which fence is not, and how to restore
+/// it.
+pub fn judge(found: &[Found]) -> Result<Allowed, String> {
+    let policies = shipped(POLICIES);
+    let bindings = shipped(BINDINGS);
+    let mut allowed = Allowed::default();
+    for ((expected_policy, expected_binding), found) in policies.iter().zip(&bindings).zip(found) {
+        let name = name_of(expected_policy);
+        match judge_one(expected_policy, expected_binding, found) {
+            Ok(Some(install)) => allowed = install,
+            Ok(None) => {}
+            Err(problem) => {
+                return Err(format!(
+                    "the kubelet plugin's fence {name} {problem}: the plugin DaemonSet is neither created nor \
+                     changed until the fence is restored (apply the operator's install again, docs/install.md)"
+                ));
+            }
+        }
+    }
+    Ok(allowed)
+}
+
+/// The install variables of a policy's spec, by name: their expressions as lists of strings.
+fn install_variables(spec: &Value) -> Result<Vec<(String, Vec<String>)>, String> {
+    let variables = spec["variables"].as_array().cloned().unwrap_or_default();
+    let mut found = Vec::new();
+    for variable in variables {
+        let name = variable["name"].as_str().unwrap_or_default();
+        if INSTALL_VARIABLES.contains(&name) {
+            let expression = variable["expression"].as_str().unwrap_or_default();
+            let list = string_list(expression)
+                .ok_or_else(|| format!("sets variable {name} to {expression:?}, not a list of strings"))?;
+            found.push((name.to_string(), list));
+        }
+    }
+    Ok(found)
+}
+
+/// `spec` with the install variables' expressions blanked: what the shipped file fixes.
+fn fixed_part(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    for variable in spec["variables"].as_array_mut().into_iter().flatten() {
+        if variable["name"].as_str().is_some_and(|name| INSTALL_VARIABLES.contains(&name)) {
+            variable["expression"] = Value::String(String::new());
+        }
+    }
+    spec
+}
+
+/// A CEL list of string literals (`['a', "b"]`), as the install writes it; None for anything else.
+fn string_list(expression: &str) -> Option<Vec<String>> {
+    let inner = expression.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner.is_empty() {
+        return Some(Vec::new());
+    }
+    inner
+        .split(',')
+        .map(|item| {
+            let item = item.trim();
+            let quoted = |q: char| item.strip_prefix(q)?.strip_suffix(q).filter(|s| !s.contains(['\\', '\'', '"']));
+            quoted('\'').or_else(|| quoted('"')).map(str::to_string)
+        })
+        .collect()
+}
+
+/// Ok with the install's allow-list when the policy declares one, or the problem.
+fn judge_one(expected_policy: &Value, expected_binding: &Value, found: &Found) -> Result<Option<Allowed>, String> {
+    let Some(policy) = &found.policy else {
+        return Err("is missing (ValidatingAdmissionPolicy)".into());
+    };
+    let Some(binding) = &found.binding else {
+        return Err("has no ValidatingAdmissionPolicyBinding".into());
+    };
+    if let Some(path) = differs(&fixed_part(&expected_policy["spec"]), &fixed_part(&policy["spec"]), "spec") {
+        return Err(format!("is not the policy the operator ships ({path} differs)"));
+    }
+    let variables = install_variables(&policy["spec"])?;
+    let allowed = (!variables.is_empty()).then(|| {
+        let list = |name: &str| variables.iter().find(|(n, _)| n == name).map(|(_, l)| l.clone()).unwrap_or_default();
+        Allowed { driver_namespaces: list("namespacePatterns"), image_repositories: list("imagePatterns") }
+    });
+    judge_binding(expected_binding, policy, binding).map_or(Ok(allowed), Err)
+}
+
+fn judge_binding(expected_binding: &Value, policy: &Value, binding: &Value) -> Option<String> {
+    if let Some(path) = narrowed(&policy["spec"]["matchConstraints"], "spec.matchConstraints") {
+        return Some(format!("is narrowed ({path} is set)"));
+    }
+    if policy["spec"]["paramKind"].is_object() {
+        return Some("is bound otherwise than shipped (spec.paramKind is set)".into());
+    }
+    let actions = binding["spec"]["validationActions"].as_array().cloned().unwrap_or_default();
+    if !actions.iter().any(|a| a == "Deny") {
+        return Some("is not enforced (its binding's validationActions lack Deny)".into());
+    }
+    let mut expected = expected_binding["spec"].clone();
+    // Deny among any actions: checked apart.
+    expected.as_object_mut().map(|spec| spec.remove("validationActions"));
+    if let Some(path) = differs(&expected, &binding["spec"], "binding spec") {
+        return Some(format!("is bound otherwise than shipped ({path} differs)"));
+    }
+    if let Some(path) = narrowed(&binding["spec"]["matchResources"], "binding spec.matchResources") {
+        return Some(format!("is narrowed ({path} is set)"));
+    }
+    None
+}
+
+/// The first path where `found` lacks or changes what `expected` sets.
+fn differs(expected: &Value, found: &Value, path: &str) -> Option<String> {
+    match (expected, found) {
+        (Value::Object(expected), Value::Object(found)) => expected
+            .iter()
+            .find_map(|(key, value)| differs(value, found.get(key).unwrap_or(&Value::Null), &format!("{path}.{key}"))),
+        (Value::Array(expected), Value::Array(found)) if expected.len() == found.len() => {
+            expected.iter().zip(found).enumerate().find_map(|(i, (e, f))| differs(e, f, &format!("{path}[{i}]")))
+        }
+        _ if expected == found => None,
+        _ => Some(path.to_string()),
+    }
+}
+
+/// The first field of a policy's `matchConstraints` (or a binding's `matchResources`) that would let requests the
+/// shipped fence matches go past it: selectors, excluded rules, rules by name or scope, an exact match policy.
+fn narrowed(resources: &Value, path: &str) -> Option<String> {
+    let set = |value: &Value| match value {
+        Value::Null => false,
+        Value::Object(map) => map.values().any(|v| !v.is_null() && v != &Value::Array(vec![])),
+        Value::Array(list) => !list.is_empty(),
+        _ => true,
+    };
+    for selector in ["namespaceSelector", "objectSelector", "excludeResourceRules"] {
+        if set(&resources[selector]) {
+            return Some(format!("{path}.{selector}"));
+        }
+    }
+    if resources["matchPolicy"].as_str().is_some_and(|policy| policy != "Equivalent") {
+        return Some(format!("{path}.matchPolicy"));
+    }
+    let rules = resources["resourceRules"].as_array().cloned().unwrap_or_default();
+    for (i, rule) in rules.iter().enumerate() {
+        if set(&rule["resourceNames"]) {
+            return Some(format!("{path}.resourceRules[{i}].resourceNames"));
+        }
+        if rule["scope"].as_str().is_some_and(|scope| scope != "*") {
+            return Some(format!("{path}.resourceRules[{i}].scope"));
+        }
+    }
+    None
+}
+
+/// What the install allows a plugin DaemonSet (the install variables of the fence `neuron-dra-plugin-pods`): the
+/// fences refuse anything else at admission, so a config outside it is refused in its status first, before
+/// anything is half-written. Empty lists are not checked here (the policies still are).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Allowed {
+    /// Namespace patterns: a name, `prefix*` or `*suffix`.
+    pub driver_namespaces: Vec<String>,
+    /// Image repositories: `R` allows `R:tag` and `R@digest`; `prefix*` allows any image that starts with prefix.
+    pub image_repositories: Vec<String>,
+}
+
+impl Allowed {
+    /// Why the install does not allow this driver, one line per field, as `(path, reason)`.
+    pub fn refusals(&self, driver: &DriverSpec) -> Vec<(&'static str, String)> {
+        let mut refusals = Vec::new();
+        let namespaces = &self.driver_namespaces;
+        if !namespaces.is_empty() && !namespaces.iter().any(|p| namespace_matches(p, &driver.namespace)) {
+            refusals.push((
+                "spec.driver.namespace",
+                format!(
+                    "{} is not a driver namespace this install allows ({}; the fences' namespacePatterns)",
+                    driver.namespace,
+                    namespaces.join(", ")
+                ),
+            ));
+        }
+        let images = &self.image_repositories;
+        if !images.is_empty() && !images.iter().any(|r| image_matches(r, &driver.image)) {
+            refusals.push((
+                "spec.driver.image",
+                format!(
+                    "{} is not from a repository this install allows ({}; the fences' imagePatterns)",
+                    driver.image,
+                    images.join(", ")
+                ),
+            ));
+        }
+        refusals
+    }
+}
+
+/// A namespace pattern as the policies read it: the name, `prefix*`, or `*suffix`.
+pub fn namespace_matches(pattern: &str, namespace: &str) -> bool {
+    match (pattern.strip_suffix('*'), pattern.strip_prefix('*')) {
+        (Some(prefix), _) => namespace.starts_with(prefix),
+        (None, Some(suffix)) => namespace.ends_with(suffix),
+        (None, None) => pattern == namespace,
+    }
+}
+
+/// An image repository as the operator's policy reads it: `R` is `R:tag` or `R@digest`, `prefix*` any image
+/// starting with prefix.
+pub fn image_matches(repository: &str, image: &str) -> bool {
+    match repository.strip_suffix('*') {
+        Some(prefix) => image.starts_with(prefix),
+        None => image.strip_prefix(repository).is_some_and(|rest| rest.starts_with(':') || rest.starts_with('@')),
+    }
+}
+
+fn shipped(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|document| serde::Deserialize::deserialize(document).expect("the shipped fence is valid YAML"))
+        .filter(|value: &Value| !value.is_null())
+        .collect()
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().expect("the shipped fence objects are named")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The fences as the API server stores them: the shipped objects with the defaults it adds.
+    fn stored() -> Vec<Found> {
+        let defaults = json!({"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}});
+        shipped(POLICIES)
+            .into_iter()
+            .zip(shipped(BINDINGS))
+            .map(|(mut policy, mut binding)| {
+                let constraints = policy["spec"]["matchConstraints"].as_object_mut().unwrap();
+                constraints.extend(defaults.as_object().unwrap().clone());
+                for rule in constraints["resourceRules"].as_array_mut().unwrap() {
+                    rule["scope"] = json!("*");
+                }
+                binding["spec"]["matchResources"] = defaults.clone();
+                Found { policy: Some(policy), binding: Some(binding) }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn patterns_read_as_the_policies_read_them() {
+        assert!(namespace_matches("neuron-dra-driver", "neuron-dra-driver"));
+        assert!(!namespace_matches("neuron-dra-driver", "neuron-dra-driver2"));
+        assert!(namespace_matches("*-driver", "team-a-driver"));
+        assert!(namespace_matches("drv-*", "drv-1"));
+        assert!(!namespace_matches("*-driver", "kube-system"));
+        let repo = "public.ecr.aws/neuron/neuron-dra-driver";
+        assert!(image_matches(repo, "public.ecr.aws/neuron/neuron-dra-driver:1.1.0"));
+        assert!(image_matches(repo, "public.ecr.aws/neuron/neuron-dra-driver@sha256:00"));
+        assert!(!image_matches(repo, "public.ecr.aws/neuron/neuron-dra-driver-evil:1"));
+        assert!(!image_matches(repo, "example.com/evil:1"));
+        assert!(image_matches("localhost/neuron-dra/*", "localhost/neuron-dra/neuron-dra-driver:1.1.0"));
+    }
+
+    #[test]
+    fn a_driver_outside_the_install_is_refused_field_by_field() {
+        let allowed = Allowed {
+            driver_namespaces: vec!["neuron-dra-driver".into()],
+            image_repositories: vec!["public.ecr.aws/neuron/neuron-dra-driver".into()],
+        };
+        let driver: DriverSpec = serde_json::from_value(json!({})).unwrap();
+        assert!(allowed.refusals(&driver).is_empty(), "the defaults are allowed");
+        let driver: DriverSpec =
+            serde_json::from_value(json!({"namespace": "kube-system", "image": "example.com/evil:1"})).unwrap();
+        let refusals = allowed.refusals(&driver);
+        assert_eq!(
+            refusals.iter().map(|(path, _)| *path).collect::<Vec<_>>(),
+            ["spec.driver.namespace", "spec.driver.image"]
+        );
+        assert!(
+            refusals[0].1.starts_with("kube-system is not a driver namespace this install allows (neuron-dra-driver;")
+        );
+        assert!(Allowed::default().refusals(&driver).is_empty(), "no lists, no checks");
+    }
+
+    #[test]
+    fn the_shipped_fences_as_stored_pass() {
+        assert_eq!(names(), ["neuron-dra-plugin-fence", "neuron-dra-plugin-pods"]);
+        let allowed = judge(&stored()).unwrap();
+        assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver"]);
+        assert_eq!(allowed.image_repositories, ["public.ecr.aws/neuron/neuron-dra-driver"]);
+    }
+
+    /// The install sets its own namespaces, repositories and operator; the operator reads them, and refuses what it
+    /// cannot read as a list of strings.
+    #[test]
+    fn the_install_variables_may_differ_and_are_read() {
+        let set = |found: &mut Vec<Found>, name: &str, expression: &str| {
+            let variables = found[1].policy.as_mut().unwrap()["spec"]["variables"].as_array_mut().unwrap();
+            let variable = variables.iter_mut().find(|v| v["name"] == name).unwrap();
+            variable["expression"] = json!(expression);
+        };
+        let mut found = stored();
+        set(&mut found, "namespacePatterns", "['neuron-dra-driver', \"*-driver\"]");
+        set(&mut found, "operators", "['system:serviceaccount:ops:operator']");
+        let allowed = judge(&found).unwrap();
+        assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver", "*-driver"]);
+        set(&mut found, "imagePatterns", "['a'].map(r, r + 'b')");
+        let error = judge(&found).unwrap_err();
+        assert!(
+            error.contains("sets variable imagePatterns to \"['a'].map(r, r + 'b')\", not a list of strings"),
+            "{error}"
+        );
+    }
+
+    fn refused(change: impl Fn(&mut Vec<Found>)) -> String {
+        let mut found = stored();
+        change(&mut found);
+        judge(&found).expect_err("a weakened fence is refused")
+    }
+
+    #[test]
+    fn a_missing_fence_or_binding_is_named() {
+        let error = refused(|f| f[1].policy = None);
+        assert!(error.starts_with("the kubelet plugin's fence neuron-dra-plugin-pods is missing"), "{error}");
+        let error = refused(|f| f[0].binding = None);
+        assert!(error.contains("neuron-dra-plugin-fence has no ValidatingAdmissionPolicyBinding"), "{error}");
+    }
+
+    #[test]
+    fn a_fence_that_only_warns_or_audits_is_refused() {
+        let error = refused(|f| f[0].binding.as_mut().unwrap()["spec"]["validationActions"] = json!(["Warn", "Audit"]));
+        assert!(error.contains("is not enforced"), "{error}");
+        let more =
+            |f: &mut Vec<Found>| f[0].binding.as_mut().unwrap()["spec"]["validationActions"] = json!(["Deny", "Audit"]);
+        let mut found = stored();
+        more(&mut found);
+        assert!(judge(&found).is_ok(), "Deny with more actions still denies");
+    }
+
+    #[test]
+    fn a_rewritten_or_narrowed_fence_is_refused() {
+        let error = refused(|f| f[0].policy.as_mut().unwrap()["spec"]["failurePolicy"] = json!("Ignore"));
+        assert!(error.contains("(spec.failurePolicy differs)"), "{error}");
+        let error = refused(|f| {
+            f[0].policy.as_mut().unwrap()["spec"]["validations"].as_array_mut().unwrap().pop();
+        });
+        assert!(error.contains("spec.validations differs"), "{error}");
+        let error = refused(|f| {
+            f[0].policy.as_mut().unwrap()["spec"]["matchConstraints"]["namespaceSelector"] =
+                json!({"matchLabels": {"fenced": "yes"}})
+        });
+        assert!(error.contains("is narrowed (spec.matchConstraints.namespaceSelector is set)"), "{error}");
+        let error = refused(|f| {
+            f[1].binding.as_mut().unwrap()["spec"]["matchResources"]["excludeResourceRules"] =
+                json!([{"resources": ["pods"], "operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["*"]}])
+        });
+        assert!(error.contains("binding spec.matchResources.excludeResourceRules is set"), "{error}");
+        let error = refused(|f| {
+            f[1].policy.as_mut().unwrap()["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"})
+        });
+        assert!(error.contains("spec.paramKind is set"), "{error}");
+        let error = refused(|f| f[0].binding.as_mut().unwrap()["spec"]["policyName"] = json!("other"));
+        assert!(error.contains("binding spec.policyName differs"), "{error}");
+    }
+}
