@@ -632,21 +632,6 @@ fn release_driver_namespace(s: &Scenario) -> String {
     format!("{}-driver", s.id)
 }
 
-/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
-/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
-/// `cluster::allow_test_drivers` puts it back.
-fn also_operator(user: &str) {
-    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
-    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
-    for (shipped, widened) in cluster::ALLOW_LIST {
-        text = text.replace(shipped, widened);
-    }
-    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
-    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
-    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
-        .unwrap();
-}
-
 /// The samples, each made this test's own: its namespaces, the test label, a node selector no node matches, the
 /// release's driver namespace.
 async fn sample_configs(s: &Scenario) -> Vec<Value> {
@@ -721,7 +706,7 @@ async fn helm_install_upgrade_and_uninstall_on_the_control_plane() {
     assert!(binding["spec"].get("paramRef").is_none(), "{binding}");
     assert!(get("configmap", "neuron-dra-fence", Some(&namespace)).is_err(), "an allow-list ConfigMap");
     // The cluster's fences let this release's operator start plugins too.
-    also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
+    cluster::also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
 
     // No kubelet runs pods here: the operator runs as a process with a token of the chart's ServiceAccount and its
     // Lease in the release namespace, so only the chart's RBAC lets it work.

@@ -115,7 +115,7 @@ async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survi
     let driver_namespace = s.driver_namespace();
     let fence = format!("fence.clusterObjects=false,fence.driverNamespaces={{{driver_namespace}}}");
     let _fences = SharedFences;
-    also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
+    cluster::also_operator(&format!("system:serviceaccount:{namespace}:{fullname}"));
 
     // The earlier release, on a cluster where its CRD is the older one (as its crds/ installed it).
     let older = std::fs::read_to_string(repo("tests/fixtures/older-crd.yaml")).unwrap();
@@ -392,20 +392,6 @@ impl Drop for SharedFences {
     fn drop(&mut self) {
         cluster::allow_test_drivers();
     }
-}
-
-/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
-/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
-fn also_operator(user: &str) {
-    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
-    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
-    for (shipped, widened) in cluster::ALLOW_LIST {
-        text = text.replace(shipped, widened);
-    }
-    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
-    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
-    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
-        .unwrap();
 }
 
 /// The earlier chart: this one with the earlier operator's ClusterRole rules and policy, its policy template (a

@@ -133,21 +133,6 @@ fn unprivileged_token(namespace: &str) -> String {
     cluster::token(namespace, "nobody", &[])
 }
 
-/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
-/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
-/// `cluster::allow_test_drivers` puts it back.
-fn also_operator(user: &str) {
-    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
-    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
-    for (shipped, widened) in cluster::ALLOW_LIST {
-        text = text.replace(shipped, widened);
-    }
-    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
-    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
-    kubectl_with(&cluster::kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text))
-        .unwrap();
-}
-
 fn helm(args: &[&str]) -> String {
     support::helm::helm(args).ok(&format!("helm {}", args.join(" ")))
 }
@@ -176,7 +161,7 @@ async fn installed_by_helm_and_by_kustomize_the_operator_runs_on_the_node_under_
     // their operators, as a cluster's admin does for a second release (docs/install.md).
     let driver_namespace = format!("{}-helm-driver", s.id);
     let fence = format!("fence.clusterObjects=false,fence.driverNamespaces={{{driver_namespace}}}");
-    also_operator(&format!("system:serviceaccount:{namespace}:{release}-neuron-dra-operator"));
+    cluster::also_operator(&format!("system:serviceaccount:{namespace}:{release}-neuron-dra-operator"));
     args.extend(["--wait", "--timeout", "150s", "--set", "crds.enabled=false", "--set", &fence].map(String::from));
     helm(&args.iter().map(String::as_str).collect::<Vec<_>>());
     check_installation(&s, &namespace, SELECTOR, 2, &driver_namespace).await;

@@ -133,6 +133,20 @@ pub fn allow_test_drivers() {
     }
 }
 
+/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
+/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
+/// `allow_test_drivers` puts it back.
+pub fn also_operator(user: &str) {
+    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
+    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
+    for (shipped, widened) in ALLOW_LIST {
+        text = text.replace(shipped, widened);
+    }
+    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
+    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
+    kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text)).unwrap();
+}
+
 /// An object as `kubectl get -o json` shows it, or kubectl's error (NotFound, say).
 pub fn get(kind: &str, name: &str, namespace: Option<&str>) -> Result<serde_json::Value, String> {
     let mut args = vec!["get", kind, name, "-o", "json"];
