@@ -26,7 +26,7 @@ pub struct Capabilities {
 
 /// How soon a config whose plugin is unfenced looks again: admission objects are read by name, not watched, so a
 /// restored fence brings no event.
-pub const FENCE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+pub const FENCE_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the answer about the EFA DeviceClass is kept; a config that lacks it is looked at again after this.
 pub const EFA_CLASS_TTL: std::time::Duration = std::time::Duration::from_secs(60);

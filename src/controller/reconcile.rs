@@ -214,11 +214,8 @@ async fn report_refused(
 }
 
 async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
-    let (fence, allowed) = match ctx.capabilities.fence(&ctx.client).await.map_err(Error::Probe)? {
-        Ok(allowed) => (Ok(()), allowed),
-        Err(problem) => (Err(problem), Default::default()),
-    };
-    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone()).with_install(fence, allowed);
+    let fence = ctx.capabilities.fence(&ctx.client).await.map_err(Error::Probe)?;
+    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone()).with_fence(fence);
     let plan = match Plan::new(config, &snapshot, status::now().as_second()) {
         Ok(plan) => plan,
         Err(invalid) => {
@@ -272,7 +269,7 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     // the EFA driver's DeviceClass, which is not watched, show up with one.
     let efa = (!observation.classes_missing.is_empty()).then_some(super::capabilities::EFA_CLASS_TTL);
     // Nor does a fence restored (admission objects are read by name, not watched).
-    let fence = (driver == Driver::Unfenced).then_some(super::capabilities::FENCE_TTL);
+    let fence = (driver == Driver::Unfenced).then_some(super::capabilities::FENCE_RECHECK);
     let recheck = [step.and_then(|s| s.recheck), plan.remediation.recheck(), efa, fence].into_iter().flatten().min();
     Ok(recheck.map_or_else(Action::await_change, Action::requeue))
 }

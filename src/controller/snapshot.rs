@@ -24,10 +24,9 @@ pub struct Snapshot {
     pub stores: Stores,
     /// The DeviceTaintRule version the server serves (found at start); None where it serves none.
     pub taint_rule_resource: Option<ApiResource>,
-    /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence::judge`), read before planning.
-    pub fence: Result<(), String>,
-    /// What the install allows a plugin DaemonSet.
-    pub allowed: Allowed,
+    /// The kubelet plugin's fences as judged before planning (`logic::fence::judge`): what the install allows a
+    /// plugin DaemonSet when they are in place as shipped, else why not.
+    pub fence: Result<Allowed, String>,
     nodes: Vec<Arc<NodeView>>,
     /// The Neuron driver's slices and the EFA driver's, by node name.
     slices: HashMap<String, Vec<Arc<SliceView>>>,
@@ -71,8 +70,7 @@ impl Snapshot {
         Snapshot {
             stores: stores.clone(),
             taint_rule_resource,
-            fence: Ok(()),
-            allowed: Allowed::default(),
+            fence: Ok(Allowed::default()),
             nodes: stores.nodes.state(),
             slices: by_node(stores.slices.state()),
             efa_slices: by_node(stores.efa_slices.state()),
@@ -84,11 +82,10 @@ impl Snapshot {
         }
     }
 
-    /// With the fences' judgement and the install's allow-list (a snapshot without them assumes fences in place
-    /// and allows any driver: the unit tests' world).
-    pub fn with_install(mut self, fence: Result<(), String>, allowed: Allowed) -> Self {
+    /// With the fences' judgement (a snapshot without one assumes fences in place that allow any driver: the unit
+    /// tests' world).
+    pub fn with_fence(mut self, fence: Result<Allowed, String>) -> Self {
         self.fence = fence;
-        self.allowed = allowed;
         self
     }
 

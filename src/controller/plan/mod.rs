@@ -96,7 +96,9 @@ impl Plan {
     pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, InvalidConfig> {
         let stores = &snapshot.stores;
         let validated = validate(config)?;
-        let refusals = snapshot.allowed.refusals(&validated.spec.driver);
+        // Unfenced, the plugin is not written whatever its driver: nothing to refuse.
+        let refusals =
+            snapshot.fence.as_ref().map(|allowed| allowed.refusals(&validated.spec.driver)).unwrap_or_default();
         if !refusals.is_empty() {
             return Err(InvalidConfig(refusals.into_iter().map(|(path, why)| FieldError::new(path, why)).collect()));
         }

@@ -131,14 +131,14 @@ fn the_install_decides_where_and_what_a_plugin_may_run() {
     };
     let world = World::with_namespaces(&["team-a", "neuron-dra-driver", "kube-system"]);
     let outside = config(json!({"driver": {"namespace": "kube-system", "image": "example.com/evil:1"}}));
-    let refused = Plan::new(&outside, &world.snapshot().with_install(Ok(()), allowed.clone()), NOW).unwrap_err();
+    let refused = Plan::new(&outside, &world.snapshot().with_fence(Ok(allowed.clone())), NOW).unwrap_err();
     let paths: Vec<&str> = refused.0.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["spec.driver.namespace", "spec.driver.image"]);
 
     let inside = config(json!({}));
-    let plan = Plan::new(&inside, &world.snapshot().with_install(Ok(()), allowed.clone()), NOW).unwrap();
+    let plan = Plan::new(&inside, &world.snapshot().with_fence(Ok(allowed.clone())), NOW).unwrap();
     assert_eq!((plan.driver, plan.unfenced), (Driver::Apply, None));
-    let unfenced = world.snapshot().with_install(Err("the fence is missing".into()), allowed);
+    let unfenced = world.snapshot().with_fence(Err("the fence is missing".into()));
     let plan = Plan::new(&inside, &unfenced, NOW).unwrap();
     assert_eq!((plan.driver, plan.unfenced.as_deref()), (Driver::Unfenced, Some("the fence is missing")));
 }
