@@ -6,7 +6,7 @@
 #
 # Everything that is built from Go modules is cached in ~/.cache, so only a cold machine builds it. There, what
 # the Rust build does not need (actionlint first, for the workflow lint after the Rust build; Helm, the bundle
-# validator, kstatus, the newest control plane and its kubelet) is built in the background at the lowest CPU
+# validator, kstatus, Kueue's manager, the newest control plane and its kubelet) is built in the background at the lowest CPU
 # priority (nice 19): it takes only the CPU the Rust build's serial stretches and the mostly waiting integration
 # tests leave idle, so it neither slows the foreground nor makes timing-sensitive tests flaky, and by the newest
 # phase it is usually done. Its log is target/background-build.log. A background
@@ -30,13 +30,13 @@ stop_background() {
 trap stop_background EXIT
 
 mkdir -p target
-log "building actionlint, Helm, the bundle validator, kstatus, the arm64 operator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
+log "building actionlint, Helm, the bundle validator, kstatus, Kueue's manager, the arm64 operator and Kubernetes ${KUBE_NEWEST} in the background (nice 19; target/background-build.log)"
 # Its own process group (set -m), so stop_background ends the go builds too.
 set -m
 # shellcheck disable=SC2016 # expanded by the inner shell
 nice -n 19 bash -c '
   set -e
-  hack/tools.sh build actionlint helm bundle-validate kstatus
+  hack/tools.sh build actionlint helm bundle-validate kstatus kueue
   hack/release.sh binary aarch64 release-check >/dev/null
   KUBE_VERSION="$1" hack/controlplane.sh build
   KUBE_VERSION="$1" hack/node.sh build kubelet

@@ -12,13 +12,16 @@
 # cargo-cyclonedx with `cargo install --locked` from crates.io (it has no prebuilt package).
 #
 #   hack/tools.sh path TOOL                            build (or unpack) if needed, print the binary's path; TOOL is
-#                                                      helm, promtool, bundle-validate, actionlint, kstatus, zig,
-#                                                      cargo-zigbuild or cargo-cyclonedx
+#                                                      helm, promtool, bundle-validate, actionlint, kstatus, kueue,
+#                                                      zig, cargo-zigbuild or cargo-cyclonedx
 #   hack/tools.sh build [TOOL...]                      build if needed (by default the test and lint tools:
 #                                                      helm, promtool, bundle-validate, kstatus, actionlint)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
 #   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
 #   hack/tools.sh kueue-crds                           print the directory holding Kueue's CRDs
+#   hack/tools.sh kueue-dir                            print Kueue's module directory (CRDs, webhook configurations)
+#   hack/tools.sh path kueue                           build Kueue's manager if needed, print its path (about 14
+#                                                      minutes of CPU cold; hack/test.sh builds it in the background)
 #
 # Each Go tool lives in ~/.cache/neuron-dra-operator/tools/<tool>/<version>/<tool>,
 # next to a stamp (a hash of its wrapper module, the Go version and this recipe)
@@ -35,9 +38,11 @@ PROMETHEUS_OPERATOR_VERSION=v0.85.0
 # LeaderWorkerSet ships its CRD in its module zip too (config/crd/bases); examples/leaderworkerset.yaml is checked
 # against it with a server-side dry run.
 LWS_VERSION=v0.7.0
-# Kueue ships its CRDs (config/components/crd/bases, without conversion webhooks) in its module zip; the objects
-# `render --kueue` prints are checked against them with server-side dry runs (tests/kueue.rs, docs/kueue.md).
-KUEUE_VERSION=v0.17.0
+# Kueue ships its CRDs (config/components/crd/bases, without conversion webhooks) and webhook configurations
+# (config/components/webhook) in its module zip; the objects `render --kueue` prints are checked against them, and
+# tests/kueue.rs runs its manager (built from the module's cmd/kueue, no wrapper module: the module's own go.sum is the
+# whole graph) against the local control plane (docs/kueue.md). v0.19.3 and v0.18.0 are refused by the Go proxy.
+KUEUE_VERSION=v0.19.2
 
 # The release's tools. The versions are pinned here, the one place (a release built twice uses the same).
 ZIG_VERSION=0.15.2
@@ -54,7 +59,7 @@ tool_module() {
     bundle-validate) echo github.com/operator-framework/api ;;
     actionlint) echo github.com/rhysd/actionlint ;;
     kstatus) echo sigs.k8s.io/cli-utils ;;
-    *) die "unknown tool '$1' (helm, promtool, bundle-validate, actionlint, kstatus, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
+    *) die "unknown tool '$1' (helm, promtool, bundle-validate, actionlint, kstatus, kueue, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
   esac
 }
 
@@ -183,6 +188,38 @@ ensure_cargo_tool() {
   echo "${dir}/bin/${tool}"
 }
 
+# build_kueue OUT: Kueue's manager as its Makefile builds it (version stamped), static and without paths.
+build_kueue() {
+  local gobin
+  gobin="$(mktemp -d "$(dirname "$1")/gobin.XXXXXX")"
+  env CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly GOBIN="${gobin}" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${KUEUE_VERSION}" \
+    "sigs.k8s.io/kueue/cmd/kueue@${KUEUE_VERSION}"
+  mv -f "${gobin}/kueue" "$1"
+  rmdir "${gobin}"
+}
+
+# ensure_kueue: Kueue's manager in the cache (stamped like the Go tools); prints its path.
+ensure_kueue() {
+  command -v go >/dev/null || die "go is required to build kueue"
+  local dir="${CACHE_ROOT}/kueue/${KUEUE_VERSION}" stamp
+  mkdir -p "${dir}"
+  exec 8>"${dir}/build.lock"
+  flock 8
+  stamp="$( (go env GOVERSION; declare -f build_kueue) | sha256sum | cut -d' ' -f1)"
+  if [[ ! -x "${dir}/kueue" || "$(cat "${dir}/.stamp" 2>/dev/null)" != "${stamp}" ]]; then
+    rm -f "${dir}/.stamp"
+    local start=${SECONDS}
+    log "building kueue ${KUEUE_VERSION} (once per machine and version; about 14 minutes of CPU cold)..."
+    (cd "${REPO_ROOT}" && build_kueue "${dir}/kueue.tmp")
+    mv -f "${dir}/kueue.tmp" "${dir}/kueue"
+    echo "${stamp}" >"${dir}/.stamp"
+    log "built kueue ${KUEUE_VERSION} into ${dir} in $((SECONDS - start))s"
+  fi
+  exec 8>&-
+  echo "${dir}/kueue"
+}
+
 # ensure TOOL: builds TOOL unless the cached binary matches the stamp; prints its path.
 ensure() {
   local tool="$1" version dir stamp
@@ -195,6 +232,7 @@ ensure() {
       return
       ;;
     cargo-cyclonedx) ensure_cargo_tool cargo-cyclonedx "${CARGO_CYCLONEDX_VERSION}"; return ;;
+    kueue) ensure_kueue; return ;;
   esac
   command -v go >/dev/null || die "go is required to build ${tool}"
   version="$(tool_version "${tool}")"
@@ -257,8 +295,9 @@ main() {
     prometheus-crds) prometheus_crds ;;
     lws-crds) lws_crds ;;
     kueue-crds) kueue_crds ;;
+    kueue-dir) module_dir "sigs.k8s.io/kueue@${KUEUE_VERSION}" ;;
     kueue-version) echo "${KUEUE_VERSION}" ;;
-    *) echo "usage: $0 path TOOL | build [TOOL...] | prometheus-crds | lws-crds | kueue-crds | kueue-version" >&2; exit 2 ;;
+    *) echo "usage: $0 path TOOL | build [TOOL...] | prometheus-crds | lws-crds | kueue-crds | kueue-dir | kueue-version" >&2; exit 2 ;;
   esac
 }
 
