@@ -83,8 +83,8 @@ fn check_configuration(document: &Value, extended: bool) {
     let configuration: Configuration = serde_json::from_value(document.clone()).expect("Kueue's Configuration fields");
     assert_eq!(configuration.api_version, "config.kueue.x-k8s.io/v1beta2");
     assert_eq!(configuration.kind, "Configuration");
-    assert_eq!(configuration.feature_gates.get("DynamicResourceAllocation"), Some(&true));
-    assert_eq!(configuration.feature_gates.get("DRAExtendedResources").copied(), extended.then_some(true));
+    assert_eq!(configuration.feature_gates.get("KueueDRAIntegration"), Some(&true));
+    assert_eq!(configuration.feature_gates.get("KueueDRAIntegrationExtendedResource").copied(), extended.then_some(true));
     let mappings = &configuration.resources.device_class_mappings;
     assert!(!mappings.is_empty() && mappings.len() <= 16, "1 to 16 mappings");
     let mut names = BTreeSet::new();

@@ -199,6 +199,20 @@ pub struct ProfileStatus {
     /// Claims and room per template, in template order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capacity: Vec<TemplateCapacity>,
+    /// Whether Kueue (v0.19, configured as `render --kueue` prints) can admit pods that use this profile's templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kueue: Option<KueueAdmission>,
+}
+
+/// Kueue's verdict on a profile: it admits a workload only when it can count every device the workload's claims ask
+/// for (docs/kueue.md, "What Kueue can admit").
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KueueAdmission {
+    pub admissible: bool,
+    /// Why not: the first template and request Kueue cannot count, and what would do instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Claims of one template, and room for more.

@@ -13,6 +13,7 @@ use super::act::report::Report;
 use super::plan::{Driver, Plan};
 use crate::api::{DriverStatus, ProfileStatus, TeamStatus, TeamSummary, TemplateCapacity};
 use crate::cluster::taint_rule::KIND as TAINT_RULE;
+use crate::logic::build::kueue::admission::kueue_admission;
 use crate::logic::status::{Observation, Rollout, Validity};
 use crate::logic::teams::{Amount, Budget};
 
@@ -88,7 +89,8 @@ pub fn observation(
                 .iter()
                 .filter(|ns| templates.iter().all(|t| in_place.contains(&format!("{ns}/{t}"))))
                 .count();
-            ProfileStatus { name: profile, templates, namespaces: complete as i64, capacity: Vec::new() }
+            let kueue = Some(kueue_admission(config, &profile));
+            ProfileStatus { name: profile, templates, namespaces: complete as i64, capacity: Vec::new(), kueue }
         })
         .collect();
     let in_place_namespaces: BTreeSet<&str> =

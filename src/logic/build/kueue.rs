@@ -1,4 +1,4 @@
-//! kueue (pure): a config's device budgets (`spec.quotas`) as Kueue v0.17 objects, which `render --kueue` prints
+//! kueue (pure): a config's device budgets (`spec.quotas`) as Kueue v0.19 objects, which `render --kueue` prints
 //! for an admin who queues jobs with Kueue: the `Configuration` fragment that maps the config's DeviceClasses to
 //! two quota resources (devices, and UltraServer node entries), the ResourceFlavors, a ClusterQueue per named budget
 //! namespace and a LocalQueue in it. The operator never applies them. docs/kueue.md explains the mapping and what
@@ -19,6 +19,10 @@ use crate::logic::validate::{FieldError, ValidatedConfig};
 pub const KUEUE_API_VERSION: &str = "kueue.x-k8s.io/v1beta2";
 /// The API of Kueue's manager configuration file (not served: the manager reads it at start).
 pub const KUEUE_CONFIG_API_VERSION: &str = "config.kueue.x-k8s.io/v1beta2";
+/// Kueue's feature gate for counting DRA devices (0.18 renamed `DynamicResourceAllocation` to it).
+pub const DRA_GATE: &str = "KueueDRAIntegration";
+/// Kueue's feature gate for pods that ask for a DeviceClass's extended resource (was `DRAExtendedResources`).
+pub const DRA_EXTENDED_RESOURCE_GATE: &str = "KueueDRAIntegrationExtendedResource";
 /// The LocalQueue each budget namespace gets; jobs name it in the label `kueue.x-k8s.io/queue-name`.
 pub const LOCAL_QUEUE: &str = "neuron";
 /// Kueue's limits on a `deviceClassMappings` entry (`pkg/config/validation.go`).
@@ -94,7 +98,7 @@ impl KueueObjects {
 }
 
 /// The quota resource the DeviceClasses map to: the extended resource when the config names one (what pods ask
-/// for, and the name Kueue charges them under with `DRAExtendedResources`), else `<deviceClassName>/devices`.
+/// for, and the name Kueue charges them under with `KueueDRAIntegrationExtendedResource`), else `<deviceClassName>/devices`.
 pub fn resource_name(config: &ValidatedConfig) -> String {
     match &config.spec.extended_resource_name {
         Some(resource) => resource.clone(),
@@ -203,9 +207,10 @@ pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldEr
         return Err(problems);
     }
 
-    let mut feature_gates = BTreeMap::from([("DynamicResourceAllocation".to_string(), true)]);
+    // Both beta and on by default since Kueue 0.19; printed anyway, so the fragment says what it relies on.
+    let mut feature_gates = BTreeMap::from([(DRA_GATE.to_string(), true)]);
     if config.spec.extended_resource_name.is_some() {
-        feature_gates.insert("DRAExtendedResources".to_string(), true);
+        feature_gates.insert(DRA_EXTENDED_RESOURCE_GATE.to_string(), true);
     }
     let configuration = Configuration {
         api_version: KUEUE_CONFIG_API_VERSION.to_string(),
@@ -298,6 +303,8 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+pub mod admission;
 
 #[cfg(test)]
 mod tests;

@@ -30,7 +30,7 @@ fn maps_the_device_class_to_a_resource_named_after_it() {
         configuration,
         json!({
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
-            "featureGates": {"DynamicResourceAllocation": true},
+            "featureGates": {"KueueDRAIntegration": true},
             "resources": {"deviceClassMappings": [
                 {"name": "neuron.aws.com/devices", "deviceClassNames": ["neuron.aws.com"]},
                 {"name": "neuron.aws.com/ultraserver-nodes", "deviceClassNames": ["ultraserver-nodes.neuron.aws.com"]},
@@ -43,7 +43,7 @@ fn maps_the_device_class_to_a_resource_named_after_it() {
 fn an_extended_resource_names_the_mapping_and_adds_its_class_and_gate() {
     let spec = json!({"deviceClassName": "trn", "extendedResourceName": "aws.amazon.com/neuron", "quotas": budgets()});
     let objects = build_kueue(&config(spec)).unwrap();
-    assert_eq!(objects.configuration.feature_gates.get("DRAExtendedResources"), Some(&true));
+    assert_eq!(objects.configuration.feature_gates.get("KueueDRAIntegrationExtendedResource"), Some(&true));
     let mapping = &objects.configuration.resources.device_class_mappings[0];
     assert_eq!(mapping.name, "aws.amazon.com/neuron");
     assert_eq!(mapping.device_class_names, ["trn", "devices.trn"]);
@@ -170,4 +170,39 @@ fn yaml_starts_with_the_configuration_and_orders_queues_after_flavors() {
             .collect::<Vec<_>>()
     );
     assert!(yaml.starts_with("---\napiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"));
+}
+
+#[test]
+fn says_per_profile_whether_kueue_can_count_its_templates() {
+    let config = config(json!({"profiles": [
+        {"name": "quad", "training": {"devices": 4, "logicalNeuronCore": 2}},
+        {"name": "node", "training": {"instanceType": "trn2.48xlarge"}},
+        {"name": "any-node", "training": {"devices": "All"}},
+        {"name": "elastic", "training": {"devices": 16, "fallbacks": [{"devices": 8}]}},
+        {"name": "efa", "training": {"devices": 4, "efa": true}},
+    ]}));
+    let verdict = |profile: &str| admission::kueue_admission(&config, profile);
+    // Selectors, constraints and opaque config: Kueue 0.19 counts them.
+    assert_eq!(verdict("quad"), crate::api::KueueAdmission { admissible: true, reason: None });
+    let reason = |profile: &str| {
+        let v = verdict(profile);
+        assert!(!v.admissible, "{profile}");
+        v.reason.unwrap()
+    };
+    assert_eq!(
+        reason("node"),
+        "template node: request neurons asks for every device of a node (allocationMode All), which Kueue cannot \
+         count; ask for devices: 16 (every device of a trn2.48xlarge) instead"
+    );
+    assert!(
+        reason("any-node").ends_with("ask for the instance type's device count (devices: 16 on trn2.48xlarge) instead")
+    );
+    assert_eq!(
+        reason("elastic"),
+        "template elastic: request neurons has fallbacks (firstAvailable), which Kueue does not count"
+    );
+    assert_eq!(
+        reason("efa"),
+        "template efa: request efa asks for DeviceClass efa.networking.k8s.aws, which the Kueue Configuration does not map"
+    );
 }
