@@ -1,5 +1,6 @@
 //! The stand-in kubelet: reports the pods kube-scheduler bound to simulated nodes as running (plugin pods Ready or
-//! not, as their node's annotation says) and confirms their deletion, as kubelets would. Asked to, it also plays the
+//! not, as their node's annotation says), leaves the pods a test reports finished alone, and confirms their
+//! deletion, as kubelets would. Asked to, it also plays the
 //! kubelet plugin: a plugin pod that starts publishes its node's Neuron slice from its image's version, and a "bad"
 //! version (an image tag ending in `-notready`, `-fewer` or `-nopublish`) misbehaves as `NOT_READY_TAG`,
 //! `FEWER_DEVICES_TAG` and `NO_PUBLISH_TAG` say.
@@ -58,6 +59,10 @@ async fn handle_pod(client: &Client, nodes: &Store<Node>, pod: &Pod, plugin: boo
     if pod.metadata.deletion_timestamp.is_some() {
         // The kubelet confirms a deletion once the containers have stopped.
         force_delete(&pods, &pod.name_any()).await?;
+        return Ok(true);
+    }
+    // A finished pod stays finished (a test reports a workload's end; a kubelet never restarts such a pod).
+    if matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")) {
         return Ok(true);
     }
     let mut ready = !is_plugin_pod(pod) || node.annotations().get(PLUGIN_READY_ANNOTATION).is_none_or(|v| v == "true");
