@@ -20,7 +20,7 @@
 #   hack/tools.sh lws-crds                             print the directory holding LeaderWorkerSet's CRD
 #   hack/tools.sh kueue-crds                           print the directory holding Kueue's CRDs
 #   hack/tools.sh kueue-dir                            print Kueue's module directory (CRDs, webhook configurations)
-#   hack/tools.sh path kueue                           build Kueue's manager if needed, print its path (about 14
+#   hack/tools.sh path kueue                           build Kueue's manager if needed, print its path (about 12
 #                                                      minutes of CPU cold; hack/test.sh builds it in the background)
 #
 # Each Go tool lives in ~/.cache/neuron-dra-operator/tools/<tool>/<version>/<tool>,
@@ -210,7 +210,7 @@ ensure_kueue() {
   if [[ ! -x "${dir}/kueue" || "$(cat "${dir}/.stamp" 2>/dev/null)" != "${stamp}" ]]; then
     rm -f "${dir}/.stamp"
     local start=${SECONDS}
-    log "building kueue ${KUEUE_VERSION} (once per machine and version; about 14 minutes of CPU cold)..."
+    log "building kueue ${KUEUE_VERSION} (once per machine and version; about 12 minutes of CPU cold)..."
     (cd "${REPO_ROOT}" && build_kueue "${dir}/kueue.tmp")
     mv -f "${dir}/kueue.tmp" "${dir}/kueue"
     echo "${stamp}" >"${dir}/.stamp"

@@ -1,20 +1,29 @@
 //! `render --kueue` against Kueue's own API (docs/kueue.md): the ClusterQueues, LocalQueues and ResourceFlavors it
 //! prints pass a server-side dry run against Kueue's CRDs (schema and CEL rules), a broken ClusterQueue does not,
 //! and the Configuration fragment has the fields and respects the limits of Kueue's `deviceClassMappings`.
+//! Then Kueue's own manager, configured with that fragment, queues a team's Jobs that ask for the operator's
+//! template: admitted up to the team's budget, the next held by Kueue until the first finishes.
 
 mod support {
+    pub mod allocation;
     pub mod cluster;
+    pub mod fleet;
+    pub mod kueue;
+    pub mod scenario;
     pub mod tools;
 }
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kube::ResourceExt;
 use neuron_dra_operator::cli::parse_config;
-use neuron_dra_operator::logic::build::kueue::{KueueObjects, build_kueue};
+use neuron_dra_operator::logic::build::kueue::{KueueObjects, LOCAL_QUEUE, build_kueue};
 use neuron_dra_operator::logic::validate::validate;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use support::cluster::{self, kubeconfig, kubectl, kubectl_with, unique};
+use support::cluster::{self, eventually, kubeconfig, kubectl, kubectl_with, unique};
+use support::fleet::Fleet;
+use support::scenario::TIMEOUT;
 
 /// The Kueue CRDs that the printed objects need.
 const KUEUE_CRDS: [&str; 3] = ["resourceflavors", "clusterqueues", "localqueues"];
@@ -84,7 +93,10 @@ fn check_configuration(document: &Value, extended: bool) {
     assert_eq!(configuration.api_version, "config.kueue.x-k8s.io/v1beta2");
     assert_eq!(configuration.kind, "Configuration");
     assert_eq!(configuration.feature_gates.get("KueueDRAIntegration"), Some(&true));
-    assert_eq!(configuration.feature_gates.get("KueueDRAIntegrationExtendedResource").copied(), extended.then_some(true));
+    assert_eq!(
+        configuration.feature_gates.get("KueueDRAIntegrationExtendedResource").copied(),
+        extended.then_some(true)
+    );
     let mappings = &configuration.resources.device_class_mappings;
     assert!(!mappings.is_empty() && mappings.len() <= 16, "1 to 16 mappings");
     let mut names = BTreeSet::new();
@@ -151,4 +163,115 @@ fn kueue_accepts_every_object_render_prints() {
         let _ = kubectl_with(&kubeconfig(), &["delete", "namespace", team, "--wait=false"], None);
     }
     result.unwrap();
+}
+
+fn workloads(client: &kube::Client, namespace: &str) -> kube::Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "Workload");
+    kube::Api::namespaced_with(client.clone(), namespace, &kube::api::ApiResource::from_gvk(&gvk))
+}
+
+/// The Workload Kueue made for Job `job`, if any.
+async fn workload_of(client: &kube::Client, namespace: &str, job: &str) -> Option<kube::api::DynamicObject> {
+    let list = workloads(client, namespace).list(&Default::default()).await.unwrap();
+    list.items.into_iter().find(|w| w.metadata.owner_references.iter().flatten().any(|o| o.name == job))
+}
+
+/// A condition of a Workload: (status, reason, message).
+fn condition(workload: &kube::api::DynamicObject, type_: &str) -> Option<(String, String, String)> {
+    let conditions = workload.data["status"]["conditions"].as_array()?;
+    let c = conditions.iter().find(|c| c["type"] == type_)?;
+    let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+/// A suspended Job in Kueue's queue `neuron` whose one pod asks for a claim from the operator's `template`.
+fn queued_job(name: &str, template: &str, affinity: &Value) -> Value {
+    let pod = support::allocation::workload_pod(name, template, affinity);
+    let mut spec = pod["spec"].clone();
+    spec["restartPolicy"] = json!("Never");
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": LOCAL_QUEUE}},
+        "spec": {"suspend": true, "backoffLimit": 0, "template": {"metadata": {"labels": pod["metadata"]["labels"]},
+            "spec": spec}}})
+}
+
+/// Waits until Kueue has admitted Job `job` and its pod is bound to a node; returns the pod's name.
+async fn wait_running(client: &kube::Client, namespace: &str, job: &str) -> String {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace);
+    eventually(TIMEOUT, &format!("job {job} admitted and its pod scheduled"), || async {
+        let admitted = workload_of(client, namespace, job).await.and_then(|w| condition(&w, "Admitted"));
+        if admitted.is_none_or(|(status, ..)| status != "True") {
+            return None;
+        }
+        let list = pods.list(&kube::api::ListParams::default().labels(&format!("job-name={job}"))).await.unwrap();
+        list.items.into_iter().find(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).map(|p| p.name_any())
+    })
+    .await
+}
+
+/// Reports the pod finished as its kubelet would: its container exited 0.
+async fn succeed(client: &kube::Client, namespace: &str, pod: &str) {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), namespace);
+    let now = neuron_dra_operator::logic::status::now().to_string();
+    let status = json!({"status": {"phase": "Succeeded", "conditions": [
+        {"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}],
+        "containerStatuses": [{"name": "main", "ready": false, "restartCount": 0, "image": "registry.example/trainer:1",
+            "imageID": "", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now}}}]}});
+    pods.patch_status(pod, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_admits_a_teams_jobs_up_to_its_budget_and_holds_the_next() {
+    let f = Fleet::start("kueue", &[("trn2.48xlarge", 1)]).await;
+    let s = &f.scenario;
+    let client = &s.client;
+    let job_label = ("neurondra.io/kueue-test", s.id.as_str());
+    let team = s.namespace("team", &[job_label]).await;
+    // 16 devices on the node, a budget of 8: two jobs of 4 run, the third waits in Kueue's queue.
+    let spec = json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [&team]},
+        "profiles": [{"name": "quad", "training": {"devices": 4}}], "quotas": [{"namespaces": [&team], "devices": 8}]});
+    let document = s.config(&s.id, spec);
+    s.apply(&document).await.unwrap();
+    s.wait_templates(&team, &["quad"]).await;
+    f.wait_status("Kueue can admit the profile", |st| {
+        st.profiles.iter().any(|p| p.name == "quad" && p.kueue.as_ref().is_some_and(|k| k.admissible))
+    })
+    .await;
+
+    let config = validate(&parse_config(&serde_json::to_string(&document).unwrap()).unwrap()).unwrap();
+    let objects = build_kueue(&config).unwrap();
+    let printed = documents(&objects);
+    let manager = support::kueue::Manager::start(&s.id, &printed[0], job_label);
+    let stream: String = printed[1..].iter().map(|d| format!("---\n{}", serde_yaml::to_string(d).unwrap())).collect();
+    kubectl_with(&kubeconfig(), &["apply", "--server-side", "-f", "-"], Some(&stream)).unwrap();
+
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> = kube::Api::namespaced(client.clone(), &team);
+    let params = kube::api::PatchParams::apply("test").force();
+    for name in ["a", "b", "c"] {
+        let job = queued_job(name, "quad", &f.pod_affinity());
+        jobs.patch(name, &params, &kube::api::Patch::Apply(&job)).await.unwrap();
+        if name != "c" {
+            wait_running(client, &team, name).await;
+        }
+    }
+    let first = wait_running(client, &team, "a").await;
+    // The third is held by Kueue for the team's quota, not by the cluster (8 devices are still free on the node).
+    let held = eventually(TIMEOUT, "job c held by Kueue", || async {
+        let (status, _, message) = condition(&workload_of(client, &team, "c").await?, "QuotaReserved")?;
+        (status == "False" && !message.is_empty()).then_some(message)
+    })
+    .await;
+    assert!(held.contains("insufficient unused quota"), "{held}\n{}", manager.log());
+    assert_eq!(jobs.get("c").await.unwrap().spec.unwrap().suspend, Some(true));
+
+    succeed(client, &team, &first).await;
+    wait_running(client, &team, "c").await;
+    let finished = workload_of(client, &team, "a").await.and_then(|w| condition(&w, "Finished"));
+    assert_eq!(finished.map(|c| c.0), Some("True".to_string()));
+
+    // The namespace first, while the manager still runs to release its Workloads' finalizers.
+    let _ = kubectl_with(&kubeconfig(), &["delete", "namespace", &team, "--timeout=30s"], None);
+    f.clear().await;
+    drop(manager);
 }
