@@ -2,7 +2,8 @@
 //! prints pass a server-side dry run against Kueue's CRDs (schema and CEL rules), a broken ClusterQueue does not,
 //! and the Configuration fragment has the fields and respects the limits of Kueue's `deviceClassMappings`.
 //! Then Kueue's own manager, configured with that fragment, queues a team's Jobs that ask for the operator's
-//! template: admitted up to the team's budget, the next held by Kueue until the first finishes.
+//! template: admitted up to the team's budget, the next held by Kueue until the first finishes; a whole node (`All`)
+//! and fallbacks are refused by Kueue, as the profile's status says.
 
 mod support {
     pub mod allocation;
@@ -210,6 +211,15 @@ async fn wait_running(client: &kube::Client, namespace: &str, job: &str) -> Stri
     .await
 }
 
+/// Waits until Kueue holds Job `job` back (its Workload's `QuotaReserved` is `False` with a message); returns why.
+async fn held_by_kueue(client: &kube::Client, namespace: &str, job: &str) -> String {
+    eventually(TIMEOUT, &format!("job {job} held by Kueue"), || async {
+        let (status, _, message) = condition(&workload_of(client, namespace, job).await?, "QuotaReserved")?;
+        (status == "False" && !message.is_empty()).then_some(message)
+    })
+    .await
+}
+
 /// Reports the pod finished as its kubelet would: its container exited 0.
 async fn succeed(client: &kube::Client, namespace: &str, pod: &str) {
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), namespace);
@@ -228,16 +238,19 @@ async fn kueue_admits_a_teams_jobs_up_to_its_budget_and_holds_the_next() {
     let client = &s.client;
     let job_label = ("neurondra.io/kueue-test", s.id.as_str());
     let team = s.namespace("team", &[job_label]).await;
-    // 16 devices on the node, a budget of 8: two jobs of 4 run, the third waits in Kueue's queue.
-    let spec = json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [&team]},
-        "profiles": [{"name": "quad", "training": {"devices": 4}}], "quotas": [{"namespaces": [&team], "devices": 8}]});
+    // 16 devices on the node, a budget of 8: two jobs of 4 run, the third waits in Kueue's queue. A whole node
+    // (`All`) and fallbacks are what Kueue cannot count: the status says so, and Kueue agrees.
+    let profiles = json!([{"name": "quad", "training": {"devices": 4}}, {"name": "node", "training": {}},
+        {"name": "elastic", "training": {"devices": 16, "fallbacks": [{"devices": 8}]}}]);
+    let spec = json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [&team]}, "profiles": profiles,
+        "quotas": [{"namespaces": [&team], "devices": 8}]});
     let document = s.config(&s.id, spec);
     s.apply(&document).await.unwrap();
-    s.wait_templates(&team, &["quad"]).await;
-    f.wait_status("Kueue can admit the profile", |st| {
-        st.profiles.iter().any(|p| p.name == "quad" && p.kueue.as_ref().is_some_and(|k| k.admissible))
-    })
-    .await;
+    s.wait_templates(&team, &["quad", "node", "elastic"]).await;
+    let status = f.wait_status("Kueue's verdict per profile", |st| st.profiles.iter().all(|p| p.kueue.is_some())).await;
+    let verdict: BTreeMap<&str, bool> =
+        status.profiles.iter().map(|p| (p.name.as_str(), p.kueue.as_ref().unwrap().admissible)).collect();
+    assert_eq!(verdict, BTreeMap::from([("quad", true), ("node", false), ("elastic", false)]));
 
     let config = validate(&parse_config(&serde_json::to_string(&document).unwrap()).unwrap()).unwrap();
     let objects = build_kueue(&config).unwrap();
@@ -257,13 +270,18 @@ async fn kueue_admits_a_teams_jobs_up_to_its_budget_and_holds_the_next() {
     }
     let first = wait_running(client, &team, "a").await;
     // The third is held by Kueue for the team's quota, not by the cluster (8 devices are still free on the node).
-    let held = eventually(TIMEOUT, "job c held by Kueue", || async {
-        let (status, _, message) = condition(&workload_of(client, &team, "c").await?, "QuotaReserved")?;
-        (status == "False" && !message.is_empty()).then_some(message)
-    })
-    .await;
+    let held = held_by_kueue(client, &team, "c").await;
     assert!(held.contains("insufficient unused quota"), "{held}\n{}", manager.log());
     assert_eq!(jobs.get("c").await.unwrap().spec.unwrap().suspend, Some(true));
+    for (name, template, why) in [
+        ("whole", "node", "AllocationMode 'All' is not supported"),
+        ("flexible", "elastic", "FirstAvailable device selection is not supported"),
+    ] {
+        let job = queued_job(name, template, &f.pod_affinity());
+        jobs.patch(name, &params, &kube::api::Patch::Apply(&job)).await.unwrap();
+        let held = held_by_kueue(client, &team, name).await;
+        assert!(held.contains(why), "{held}");
+    }
 
     succeed(client, &team, &first).await;
     wait_running(client, &team, "c").await;
