@@ -147,13 +147,11 @@ impl Manager {
 
     fn wait_ready(&mut self, health_port: u16) {
         let deadline = Instant::now() + Duration::from_secs(120);
-        let url = format!("http://127.0.0.1:{health_port}/readyz");
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!("the Kueue manager exited ({status}):\n{}", self.log());
             }
-            let ok = Command::new("curl").args(["-sf", "-o", "/dev/null", &url]).status().is_ok_and(|s| s.success());
-            if ok {
+            if cluster::plain_get(health_port, "/readyz").is_some_and(|(code, _)| code == 200) {
                 return;
             }
             assert!(Instant::now() < deadline, "the Kueue manager never became ready:\n{}", self.log());
