@@ -241,16 +241,18 @@ async fn kueue_admits_a_teams_jobs_up_to_its_budget_and_holds_the_next() {
     // 16 devices on the node, a budget of 8: two jobs of 4 run, the third waits in Kueue's queue. A whole node
     // (`All`) and fallbacks are what Kueue cannot count: the status says so, and Kueue agrees.
     let profiles = json!([{"name": "quad", "training": {"devices": 4}}, {"name": "node", "training": {}},
+        {"name": "node16", "training": {"devices": 16}},
         {"name": "elastic", "training": {"devices": 16, "fallbacks": [{"devices": 8}]}}]);
     let spec = json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [&team]}, "profiles": profiles,
         "quotas": [{"namespaces": [&team], "devices": 8}]});
     let document = s.config(&s.id, spec);
     s.apply(&document).await.unwrap();
-    s.wait_templates(&team, &["quad", "node", "elastic"]).await;
+    s.wait_templates(&team, &["quad", "node", "node16", "elastic"]).await;
     let status = f.wait_status("Kueue's verdict per profile", |st| st.profiles.iter().all(|p| p.kueue.is_some())).await;
     let verdict: BTreeMap<&str, bool> =
         status.profiles.iter().map(|p| (p.name.as_str(), p.kueue.as_ref().unwrap().admissible)).collect();
-    assert_eq!(verdict, BTreeMap::from([("quad", true), ("node", false), ("elastic", false)]));
+    let expected = [("quad", true), ("node", false), ("node16", true), ("elastic", false)];
+    assert_eq!(verdict, BTreeMap::from(expected));
 
     let config = validate(&parse_config(&serde_json::to_string(&document).unwrap()).unwrap()).unwrap();
     let objects = build_kueue(&config).unwrap();
@@ -276,6 +278,8 @@ async fn kueue_admits_a_teams_jobs_up_to_its_budget_and_holds_the_next() {
     for (name, template, why) in [
         ("whole", "node", "AllocationMode 'All' is not supported"),
         ("flexible", "elastic", "FirstAvailable device selection is not supported"),
+        // The whole node as a count: counted, and charged against the budget of 8.
+        ("sixteen", "node16", "current podset request (16) > maximum capacity (8)"),
     ] {
         let job = queued_job(name, template, &f.pod_affinity());
         jobs.patch(name, &params, &kube::api::Patch::Apply(&job)).await.unwrap();
