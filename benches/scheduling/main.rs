@@ -9,7 +9,7 @@
 //! is zero by construction; the scheduler's CPU of the window is shown beside it.
 //!
 //! Knobs: BENCH_SCHED_FLEETS (node counts, default "250,1000"), BENCH_SCHED_FILLS (default "0.5,1"),
-//! BENCH_SCHED_PODS (timed pods per run, at most; default 80), BENCH_SCHED_KINDS (comma-separated kind names, default
+//! BENCH_SCHED_PODS (timed pods per run, at most; default 40), BENCH_SCHED_KINDS (comma-separated kind names, default
 //! all: one,four,four-efa,eight,sixteen,whole,fallbacks,ultraserver). BENCH_SCHED_QUICK=1: 250 nodes, 50%, 40 pods,
 //! kinds one,four,whole, for development.
 
@@ -45,7 +45,7 @@ fn matrix() -> Matrix {
     let (fleets, fills, pods, kinds) = if quick {
         ("250", "0.5", "40", "one,four,whole")
     } else {
-        ("250,1000", "0.5,1", "80", "one,four,four-efa,eight,sixteen,whole,fallbacks,ultraserver")
+        ("250,1000", "0.5,1", "40", "one,four,four-efa,eight,sixteen,whole,fallbacks,ultraserver")
     };
     let wanted = list("BENCH_SCHED_KINDS", kinds);
     Matrix {
