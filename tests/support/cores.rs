@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 
-use neuron_dra_operator::logic::build::{EFA_DEVICE_CLASS, ULTRA_SERVER_NODES_PREFIX};
 use neuron_dra_operator::logic::catalog;
 use serde_json::Value;
 
@@ -23,7 +22,7 @@ pub fn template_cores(devices: &Value) -> BTreeSet<u32> {
         .iter()
         .find(|r| {
             let subrequests = r["firstAvailable"].as_array().into_iter().flatten();
-            std::iter::once(*r).chain(subrequests).any(|r| class(r) != Some(EFA_DEVICE_CLASS))
+            std::iter::once(*r).chain(subrequests).any(|r| selectors(r).iter().any(|s| s.contains("resourceType")))
         })
         .expect("a Neuron request");
     let name = neuron["name"].as_str().unwrap();
@@ -43,12 +42,6 @@ fn selectors(request: &Value) -> Vec<String> {
     expressions.filter_map(|s| s["cel"]["expression"].as_str().map(str::to_string)).collect()
 }
 
-/// The DeviceClass a request (or subrequest) names.
-fn class(request: &Value) -> Option<&str> {
-    let request = if request["exactly"].is_object() { &request["exactly"] } else { request };
-    request["deviceClassName"].as_str()
-}
-
 /// `device.attributes['neuron.aws.com'].KEY == 'VALUE'` in a request's selectors.
 fn pinned(request: &Value, key: &str) -> Option<String> {
     let prefix = format!(".{key} == '");
@@ -59,10 +52,9 @@ fn alternative_cores(devices: &Value, request: &str, alternative: &Value) -> u32
     let instance_type = pinned(alternative, "instanceType").expect("every Neuron request pins its instance type");
     let row = catalog::lookup(&instance_type).unwrap_or_else(|| panic!("{instance_type} is not in the catalog"));
     let whole_node = row.devices.expect("a type with a known device count");
-    let node_entry = class(alternative).is_some_and(|c| c.starts_with(ULTRA_SERVER_NODES_PREFIX));
-    let count = match (node_entry, alternative["allocationMode"].as_str()) {
-        // An UltraServer node entry (of the node entries' own class) stands for every device of its node.
-        (true, _) => whole_node * alternative["count"].as_u64().unwrap_or(1) as u32,
+    let count = match (pinned(alternative, "resourceType").as_deref(), alternative["allocationMode"].as_str()) {
+        // An UltraServer node entry stands for every device of its node.
+        (Some("neuron_node"), _) => whole_node * alternative["count"].as_u64().unwrap_or(1) as u32,
         (_, Some("All")) => whole_node,
         _ => alternative["count"].as_u64().expect("an ExactCount request") as u32,
     };

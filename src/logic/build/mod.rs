@@ -22,8 +22,7 @@ use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, LABEL_SHARED, MANAGER};
 use crate::logic::validate::ValidatedConfig;
 
 pub use device_class::{
-    NEURON_DRIVER, ULTRA_SERVER_NODES_PREFIX, device_class, extended_resource_class, ultra_server_node_class,
-    ultra_server_node_class_name,
+    NEURON_DRIVER, device_class, extended_resource_class, ultra_server_node_class, ultra_server_node_class_name,
 };
 pub use driver::{PLUGIN_CLUSTER_ROLE, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use order::{Object, Stage};

@@ -76,7 +76,8 @@ impl Devices {
     fn exactly(&mut self, choice: &Choice, device_class: &str) {
         match &choice.kind {
             ClaimKind::Devices { count, efa } => {
-                self.requests.push(exact_request(REQUEST_NEURONS, device_class, *count, pins(choice)));
+                let selectors = neuron_selectors(choice, "neuron_device");
+                self.requests.push(exact_request(REQUEST_NEURONS, device_class, *count, selectors));
                 let mut aligned = vec![REQUEST_NEURONS.to_string()];
                 if let Some(efa_count) = efa {
                     self.requests.push(exact_request(REQUEST_EFA, EFA_DEVICE_CLASS, *efa_count, Vec::new()));
@@ -89,7 +90,8 @@ impl Devices {
             ClaimKind::UltraServerNode { nodes } => {
                 // From the node entries' own class, so that a budget counts it on their key (docs/teams.md).
                 let class = ultra_server_node_class_name(device_class);
-                self.requests.push(exact_request(REQUEST_NEURONS, &class, Count::Exactly(1), pins(choice)));
+                let selectors = neuron_selectors(choice, "neuron_node");
+                self.requests.push(exact_request(REQUEST_NEURONS, &class, Count::Exactly(1), selectors));
                 self.config.push(opaque(
                     REQUEST_NEURONS,
                     json!({"apiVersion": OPAQUE_API_VERSION, "kind": "UltraServerConfig", "ultraserverMode": nodes}),
@@ -115,7 +117,7 @@ impl Devices {
                 device_class_name: device_class.into(),
                 allocation_mode,
                 count: exact,
-                selectors: cel_selectors(pins(choice)),
+                selectors: cel_selectors(neuron_selectors(choice, "neuron_device")),
                 ..DeviceSubRequest::default()
             });
             let reference = format!("{REQUEST_NEURONS}/{name}");
@@ -169,15 +171,17 @@ fn device_group(count: Count, efa: bool) -> Option<u32> {
     }
 }
 
-/// CEL selectors on Neuron attributes the profile pins; every one must hold. The resource type is not among them:
-/// the request's DeviceClass selects it (`neuron_device` for the config's class, `neuron_node` for the UltraServer
-/// node class), and the scheduler evaluates every selector of the claim on every candidate device of every node it
-/// tries, so a selector the class already guarantees is paid per device for nothing (docs/decisions.md).
-fn pins(choice: &Choice) -> Vec<String> {
+/// CEL selectors on Neuron attributes; every one must hold.
+fn neuron_selectors(choice: &Choice, resource_type: &str) -> Vec<String> {
     let attribute = |name: &str, value: &str| format!("device.attributes['{NEURON_DRIVER}'].{name} == '{value}'");
-    let instance_type = choice.instance_type.as_deref().map(|t| attribute("instanceType", t));
-    let version = choice.neuron_driver_version.as_deref().map(|v| attribute("neuronDriverVersion", v));
-    instance_type.into_iter().chain(version).collect()
+    let mut selectors = vec![attribute("resourceType", resource_type)];
+    if let Some(instance_type) = &choice.instance_type {
+        selectors.push(attribute("instanceType", instance_type));
+    }
+    if let Some(version) = &choice.neuron_driver_version {
+        selectors.push(attribute("neuronDriverVersion", version));
+    }
+    selectors
 }
 
 /// `allocationMode` and `count` of a request or subrequest.
