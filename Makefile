@@ -127,8 +127,10 @@ test-node:
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored --test-threads=1
 
 ## Benchmarks on a fresh local control plane; prints one table (see docs/benchmarks.md).
+## BENCH_ONLY=scheduling runs the scheduling-throughput target (benches/scheduling), any other the operator's.
+BENCH_TARGET = $(if $(filter scheduling,$(BENCH_ONLY)),scheduling,operator)
 bench:
 	$(CONTROLPLANE_SH) down
 	$(CONTROLPLANE_SH) up
-	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) bench --locked --bench operator || status=$$?; \
+	status=0; KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) bench --locked --bench $(BENCH_TARGET) || status=$$?; \
 	$(CONTROLPLANE_SH) down; exit $$status

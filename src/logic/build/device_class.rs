@@ -53,14 +53,13 @@ pub fn extended_resource_class(config: &ValidatedConfig) -> Option<DeviceClass> 
     })
 }
 
-/// The driver's devices of one resource type. The driver selector comes first: the allocator stops at the first
-/// selector a device fails, so other drivers' devices, which lack the attribute, never reach the second.
+/// The driver's devices of one resource type, as one CEL expression. The driver test comes first: `&&` stops at a
+/// false side, so other drivers' devices, which lack the attribute, never reach the second. One expression rather
+/// than two selectors: the scheduler converts the device and runs a CEL program per selector and per candidate
+/// device, so two selectors cost twice as much for the same answer (docs/decisions.md, "Template shape").
 fn selectors(resource_type: &str) -> Vec<DeviceSelector> {
-    [
-        format!("device.driver == '{NEURON_DRIVER}'"),
-        format!("device.attributes['{NEURON_DRIVER}'].resourceType == '{resource_type}'"),
-    ]
-    .into_iter()
-    .map(|expression| DeviceSelector { cel: Some(CELDeviceSelector { expression }) })
-    .collect()
+    let expression = format!(
+        "device.driver == '{NEURON_DRIVER}' && device.attributes['{NEURON_DRIVER}'].resourceType == '{resource_type}'"
+    );
+    vec![DeviceSelector { cel: Some(CELDeviceSelector { expression }) }]
 }

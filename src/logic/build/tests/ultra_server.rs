@@ -31,15 +31,12 @@ fn node_entries_and_devices_have_a_device_class_each() {
     let attribute = "device.attributes['neuron.aws.com'].resourceType";
     assert_eq!(
         expressions(&desired.device_class),
-        ["device.driver == 'neuron.aws.com'".to_string(), format!("{attribute} == 'neuron_device'")],
+        [format!("device.driver == 'neuron.aws.com' && {attribute} == 'neuron_device'")],
         "the config's class never hands out a node entry, which its quota key would count as one device"
     );
     let nodes = &desired.ultra_server_node_class;
     assert_eq!(nodes.metadata.name.as_deref(), Some("ultraserver-nodes.trn.example.com"));
-    assert_eq!(
-        expressions(nodes),
-        ["device.driver == 'neuron.aws.com'".to_string(), format!("{attribute} == 'neuron_node'")]
-    );
+    assert_eq!(expressions(nodes), [format!("device.driver == 'neuron.aws.com' && {attribute} == 'neuron_node'")]);
     assert_eq!(nodes.spec.extended_resource_name, None);
     // The operator's own, shared like the config's class (the operator's admission policy checks the label).
     let labels = nodes.metadata.labels.clone().unwrap();

@@ -1,0 +1,182 @@
+//! One timed run: with the scheduler stopped, the pods and (by the resourceclaim controller) their claims; then the
+//! scheduler started and timed until every pod is bound. Its own figures come from its /metrics and its CPU from
+//! /proc, both of this run alone: it is started afresh for each.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use neuron_dra_operator::devtools::simulate::fleet::INSTANCE_TYPE_LABEL;
+use serde_json::json;
+
+pub const NAMESPACE: &str = "bench-sched";
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What one run measured.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Figures {
+    /// Pods bound per second, from the first binding to the last (the scheduler's start-up left out).
+    pub pods_per_second: f64,
+    /// The scheduler's mean scheduling attempt (ms), `scheduler_scheduling_attempt_duration_seconds`.
+    pub attempt_ms: f64,
+    /// Mean DynamicResources Filter call (µs, one node), `scheduler_plugin_execution_duration_seconds` (sampled).
+    pub filter_us: f64,
+    /// The scheduler's CPU seconds over the run.
+    pub scheduler_cpu: f64,
+    /// Pods left unbound at the timeout.
+    pub unbound: usize,
+}
+
+/// Times `pods` pods of `template` on nodes of `instance_type`.
+pub async fn timed(client: &Client, template: &str, instance_type: &str, pods: usize) -> Figures {
+    component("stop-component");
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    futures::stream::iter(0..pods)
+        .map(|i| {
+            let pod_api = pod_api.clone();
+            async move { pod_api.create(&PostParams::default(), &pod(template, instance_type, i)).await.map(|_| ()) }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("creating the pods");
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NAMESPACE);
+    wait_until(|| async { claims.list_metadata(&ListParams::default()).await.unwrap().items.len() >= pods }).await;
+
+    component("start-component");
+    let pid = scheduler_pid();
+    let cpu_before = cpu_seconds(pid);
+    let (first, last, unbound) = bound(&pod_api, pods).await;
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let (attempt_ms, filter_us) = scheduler_metrics();
+    let rate = if unbound == 0 && pods > 1 { (pods - 1) as f64 / (last - first).as_secs_f64().max(0.001) } else { 0.0 };
+    clean(client).await;
+    Figures { pods_per_second: rate, attempt_ms, filter_us, scheduler_cpu: cpu, unbound }
+}
+
+fn pod(template: &str, instance_type: &str, i: usize) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{template}-{i}"), "namespace": NAMESPACE},
+        "spec": {
+            "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
+            "terminationGracePeriodSeconds": 0,
+            "resourceClaims": [{"name": "neurons", "resourceClaimTemplateName": template}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"claims": [{"name": "neurons"}]}}],
+        },
+    }))
+    .expect("a valid pod")
+}
+
+/// When the first pod was seen bound, when the last, and how many never were.
+async fn bound(pods: &Api<Pod>, count: usize) -> (Instant, Instant, usize) {
+    let started = Instant::now();
+    let mut first = None;
+    loop {
+        let list = pods.list(&ListParams::default()).await.expect("listing pods");
+        let done = list.items.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
+        let now = Instant::now();
+        if done > 0 && first.is_none() {
+            first = Some(now);
+        }
+        if done >= count || started.elapsed() > TIMEOUT {
+            return (first.unwrap_or(now), now, count - done);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Deletes the run's pods and waits until their claims are gone (released, so the next run starts from the
+/// occupancy alone).
+async fn clean(client: &Client) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+    pods.delete_collection(&now, &ListParams::default()).await.expect("deleting pods");
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NAMESPACE);
+    wait_until(|| async {
+        pods.list_metadata(&ListParams::default()).await.unwrap().items.is_empty()
+            && claims.list_metadata(&ListParams::default()).await.unwrap().items.is_empty()
+    })
+    .await;
+}
+
+async fn wait_until<F, Fut>(mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !done().await {
+        assert!(started.elapsed() < TIMEOUT, "timed out waiting for the API server");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn state() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/controlplane")
+}
+
+/// hack/controlplane.sh's stop-component or start-component of the scheduler.
+pub fn component(action: &str) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("hack/controlplane.sh");
+    let out = Command::new(script).args([action, "kube-scheduler"]).output().expect("hack/controlplane.sh");
+    // Stopping a stopped scheduler is fine (the first run finds it running, later ones stopped).
+    assert!(out.status.success() || action == "stop-component", "{action}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn scheduler_pid() -> u32 {
+    std::fs::read_to_string(state().join("kube-scheduler.pid")).unwrap().trim().parse().unwrap()
+}
+
+/// Seconds of CPU (user + system) the process has used.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The scheduler's mean attempt (ms) and mean DynamicResources Filter call (µs), from its /metrics. The endpoint
+/// authorizes through the API server (delegated auth): the admin's client certificate, system:masters, may read it.
+fn scheduler_metrics() -> (f64, f64) {
+    let args = std::fs::read(state().join("kube-scheduler.args")).unwrap();
+    let port = String::from_utf8_lossy(&args)
+        .split('\0')
+        .find_map(|a| a.strip_prefix("--secure-port=").map(str::to_string))
+        .expect("the scheduler's --secure-port");
+    let pki = state().join("pki");
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "10", "--cert"])
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!("https://127.0.0.1:{port}/metrics"))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let attempt = mean(&text, "scheduler_scheduling_attempt_duration_seconds", &["result=\"scheduled\""]);
+    let filter = mean(
+        &text,
+        "scheduler_plugin_execution_duration_seconds",
+        &["extension_point=\"Filter\"", "plugin=\"DynamicResources\""],
+    );
+    (attempt * 1e3, filter * 1e6)
+}
+
+/// Sum over count of a histogram's series whose labels hold every one of `labels`.
+fn mean(text: &str, histogram: &str, labels: &[&str]) -> f64 {
+    let total = |suffix: &str| -> f64 {
+        let prefix = format!("{histogram}_{suffix}{{");
+        text.lines()
+            .filter(|l| l.starts_with(&prefix) && labels.iter().all(|want| l.contains(want)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let count = total("count");
+    if count > 0.0 { total("sum") / count } else { 0.0 }
+}
