@@ -81,7 +81,6 @@ fn the_file_cycle_check_follows_re_exports() {
 }
 
 #[test]
-#[ignore = "the tree does not pass it yet (issue #39)"]
 fn no_path_attributes() {
     let path = Regex::new(r"#\[path\s*=").unwrap();
     let found: Vec<String> = rust_files_of(&["src", "tests", "benches"])

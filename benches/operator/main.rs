@@ -8,15 +8,9 @@
 //! `fleet-replay`: scenario 6 alone, fleets of BENCH_SCALES nodes served by the replay server, `replay/mod.rs`),
 //! and scenario 5's own (see `capacity.rs`).
 
-#[path = "scenarios/capacity.rs"]
 mod capacity;
-#[path = "../tests/support/cluster.rs"]
-mod cluster;
-#[path = "scenarios/fleet_replay.rs"]
 mod fleet_replay;
-#[path = "scenarios/fleet.rs"]
 mod fleet_scale;
-#[path = "replay/mod.rs"]
 mod replay;
 
 use std::collections::BTreeMap;
@@ -27,6 +21,8 @@ use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use neuron_dra_operator::api::NeuronDRAConfig;
+// The harness the integration tests use too.
+use neuron_dra_operator::devtools::harness as cluster;
 use serde::Deserialize;
 
 use serde_json::{Value, json};

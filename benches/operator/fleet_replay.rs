@@ -1,5 +1,5 @@
 //! Scenario 6 (`BENCH_ONLY=fleet-replay`, sizes from `BENCH_SCALES`): fleets the local API server cannot hold,
-//! served to the unchanged operator by the replay server (`benches/replay`), which forwards everything but the fleet
+//! served to the unchanged operator by the replay server (`benches/operator/replay`), which forwards everything but the fleet
 //! to the real control plane. Per fleet: cold start to Ready and its CPU, the bytes the initial lists served, one
 //! device taint → status, one claim allocated → status, status size, operator peak RSS; and the replay's own cost.
 //!
