@@ -15,12 +15,12 @@ use neuron_dra_operator::api::NeuronDRAConfig;
 use neuron_dra_operator::devtools::simulate::fleet;
 use serde_json::json;
 
-use super::cluster::{self, OPERATOR_NAMESPACE, Operator, OperatorOptions};
-use super::replay::{FleetModel, Replay};
-use super::{
+use super::common::{
     BENCH_ID, Table, config_doc, cpu_seconds, delete_and_wait, median, namespaces, operator_pid, peak_rss_mib, secs,
     wait_ready,
 };
+use super::replay::{FleetModel, Replay};
+use neuron_dra_operator::devtools::harness::{self as cluster, OPERATOR_NAMESPACE, Operator, OperatorOptions};
 
 /// Every fleet in `scales`, one replay server each.
 pub async fn fleets(client: &Client, scales: &[usize], table: &mut Table) {
