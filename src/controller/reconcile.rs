@@ -15,6 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::act::apply::config_key;
 use super::act::pass::Pass;
 use super::act::report::Report;
 use super::events::EventReason;
@@ -311,11 +312,6 @@ async fn write_status(config: &NeuronDRAConfig, observation: &Observation, ctx: 
     patch_status(&config.name_any(), &status, ctx).await?;
     expect_in_cache(ctx, config);
     Ok(())
-}
-
-/// The expectations key of a config.
-pub(super) fn config_key(name: &str) -> String {
-    crate::controller::act::apply::object_key::<NeuronDRAConfig>(name, None)
 }
 
 /// Remembers that the config just changed from the version this pass read, until the cache shows it.

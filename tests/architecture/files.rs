@@ -11,8 +11,9 @@ use regex::Regex;
 /// One compilation unit's files: module path (from its root, `crate` = []) -> file.
 pub struct Tree {
     pub files: BTreeMap<Vec<String>, PathBuf>,
-    code: BTreeMap<Vec<String>, String>,
-    /// Per module: what it re-exports, name -> absolute path.
+    /// (file's module, the module paths in it resolve from, code): a file, and each inline `mod x { .. }` in it.
+    code: Vec<(Vec<String>, Vec<String>, String)>,
+    /// Per module: the names its `use`s bind, name -> absolute path, followed to the defining file.
     exports: BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>>,
 }
 
@@ -59,6 +60,25 @@ pub fn code_of(text: &str) -> String {
     });
     // Comments at the end of a line, now that no string holds a `//`.
     Regex::new(r"//[^\n]*").unwrap().replace_all(&code, "").into_owned()
+}
+
+/// A file's code, and the body of each inline `mod x { .. }` in it apart (rustfmt's layout: the body ends at the `}`
+/// of the line's indentation), each with the module its paths resolve from.
+fn inline_modules(file: &[String], code: String) -> Vec<(Vec<String>, Vec<String>, String)> {
+    let start = Regex::new(r"(?m)^( *)(?:pub(?:\([a-z]+\))? )?mod ([a-z_0-9]+) \{\n").unwrap();
+    let mut outer = code.clone();
+    let mut units = Vec::new();
+    for c in start.captures_iter(&code) {
+        let body_start = c.get(0).unwrap().end();
+        let end = code[body_start..].find(&format!("\n{}}}", &c[1])).map_or(code.len(), |e| body_start + e);
+        let body = &code[body_start..end];
+        let mut scope = file.to_vec();
+        scope.push(c[2].to_string());
+        units.push((file.to_vec(), scope, body.to_string()));
+        outer = outer.replacen(body, "", 1);
+    }
+    units.push((file.to_vec(), file.to_vec(), outer));
+    units
 }
 
 /// `a::{b, c::{self, D as E}}` -> [(a::b, b), (a::c, c), (a::c::D, E)]: each leaf path with the name it binds.
@@ -128,19 +148,20 @@ impl Tree {
     /// The given files of one crate (or of the test support tree) under `root`.
     pub fn read(root: &Path, files: &[PathBuf]) -> Tree {
         let use_statement = Regex::new(r"(?s)\b(pub(?:\([a-z]+\))?\s+)?use\s+([^;]+);").unwrap();
-        let mut tree = Tree { files: BTreeMap::new(), code: BTreeMap::new(), exports: BTreeMap::new() };
+        let mut tree = Tree { files: BTreeMap::new(), code: Vec::new(), exports: BTreeMap::new() };
         for file in files {
             let module = module_of(root, file);
             if is_test(&module) {
                 continue;
             }
             tree.files.insert(module.clone(), file.clone());
-            tree.code.insert(module, code_of(&std::fs::read_to_string(file).unwrap()));
+            tree.code.extend(inline_modules(&module, code_of(&std::fs::read_to_string(file).unwrap())));
         }
         let modules: BTreeSet<Vec<String>> = tree.files.keys().cloned().collect();
         let children = |m: &[String]| modules.contains(m);
-        for (module, code) in &tree.code {
-            for statement in use_statement.captures_iter(code).filter(|c| c.get(1).is_some()) {
+        // Any `use` binds a name its module's descendants may import (`use super::X`); `pub use` also for others.
+        for (module, _, code) in tree.code.iter().filter(|(file, scope, _)| file == scope) {
+            for statement in use_statement.captures_iter(code) {
                 for (path, name) in expand(&statement[2]) {
                     if let Some(full) = absolute(module, &children, &path) {
                         tree.exports.entry(module.clone()).or_default().insert(name, full);
@@ -173,7 +194,7 @@ impl Tree {
         let word = Regex::new(r"\b[A-Za-z_][A-Za-z0-9_]*\b").unwrap();
         let children = |m: &[String]| self.files.contains_key(m);
         let mut edges = BTreeSet::new();
-        for (module, code) in &self.code {
+        for (file, module, code) in &self.code {
             let own = use_statement.replace_all(code, "");
             let words: BTreeSet<&str> = word.find_iter(&own).map(|m| m.as_str()).collect();
             let mut paths = Vec::new();
@@ -191,8 +212,8 @@ impl Tree {
             }
             for path in paths {
                 let target = absolute(module, &children, &path).and_then(|p| self.resolve(&p, 0));
-                if let Some(target) = target.filter(|t| t != module) {
-                    edges.insert((self.files[module].clone(), self.files[&target].clone()));
+                if let Some(target) = target.filter(|t| t != file) {
+                    edges.insert((self.files[file].clone(), self.files[&target].clone()));
                 }
             }
         }

@@ -51,12 +51,16 @@ fn no_file_imports_a_file_that_imports_it_back() {
     let edges: Vec<_> = trees().iter().map(Tree::edges).collect();
     let count: usize = edges.iter().map(|e| e.len()).sum();
     assert!(count > 150, "the file graph looks unread: {count} edges");
+    // Each cycle with its edges, so that the one to cut is in the message.
     let cycles: Vec<String> = edges
         .iter()
-        .flat_map(files::cycles)
-        .map(|c| c.iter().map(|f| shown(f)).collect::<Vec<_>>().join(", "))
+        .flat_map(|e| files::cycles(e).into_iter().map(move |c| (c, e)))
+        .map(|(c, e)| {
+            let inside = e.iter().filter(|(a, b)| c.contains(a) && c.contains(b));
+            inside.map(|(a, b)| format!("  {} -> {}", shown(a), shown(b))).collect::<Vec<_>>().join("\n")
+        })
         .collect();
-    assert!(cycles.is_empty(), "files in import cycles (one line per cycle):\n{}", cycles.join("\n"));
+    assert!(cycles.is_empty(), "files in import cycles:\n{}", cycles.join("\n\n"));
 }
 
 #[test]
