@@ -44,7 +44,7 @@ trap cleanup EXIT
 kubectl get node "${NODE}" >/dev/null || fail "no Node ${NODE} (NODES=1 hack/controlplane.sh up)"
 [[ -x "${OPERATOR}" ]] || (cd "${REPO_ROOT}" && cargo build --locked --bin neuron-dra-operator)
 
-# The CRD and a local operator (no leader election), as tests/support/cluster.rs runs it.
+# The CRD and a local operator (no leader election), as the tests' harness (src/devtools/harness) runs it.
 kubectl apply --server-side --force-conflicts -f "${REPO_ROOT}/crds" >/dev/null
 kubectl wait --for=condition=Established crd/neurondraconfigs.neurondra.io --timeout=30s >/dev/null
 RUST_LOG=info "${OPERATOR}" run --leader-elect=false --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \

@@ -73,7 +73,7 @@ impl Context {
         self.unhealthy_seen.lock().expect("not poisoned").remove(name);
         self.in_use_seen.lock().expect("not poisoned").remove(name);
         self.held_back_seen.lock().expect("not poisoned").remove(name);
-        self.applier.expectations.forget(&super::reconcile::config_key(name));
+        self.applier.expectations.forget(&crate::controller::act::apply::config_key(name));
         if let Some(uid) = uid {
             self.stores.validations.forget(uid);
         }

@@ -19,9 +19,10 @@ use crate::logic::remediation::rule_node;
 use crate::logic::rollout::{self, Change};
 use crate::logic::status::{ConditionType, Reason, Validity, condition_reason};
 use crate::logic::text::first_of;
+pub use reason::EventReason;
 
-pub fn event(type_: EventType, reason: &str, action: &str, note: String) -> Event {
-    Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None }
+pub fn event(type_: EventType, reason: EventReason, action: &str, note: String) -> Event {
+    Event { type_, reason: reason.as_str().into(), note: Some(note), action: action.into(), secondary: None }
 }
 
 /// Publishes a pass's events in order; a failure to publish is logged and never fails the reconcile.
@@ -52,7 +53,7 @@ pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
     if let Validity::Conflict(message) = plan.validity()
         && condition_reason(pass.previous, ConditionType::ConfigValid) != Some(Reason::Conflict)
     {
-        events.push(event(EventType::Warning, Reason::Conflict.as_str(), "Apply", message));
+        events.push(event(EventType::Warning, EventReason::Condition(Reason::Conflict), "Apply", message));
     }
     // Another tool's object under a name the config wants: said once, when it is first found.
     let foreign: Vec<String> = [false, true].into_iter().flat_map(|t| pass.report.foreign_lines(t)).collect();
@@ -60,13 +61,18 @@ pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
         .into_iter()
         .any(|c| condition_reason(pass.previous, c) == Some(Reason::ForeignObject));
     if !foreign.is_empty() && !told {
-        events.push(event(EventType::Warning, Reason::ForeignObject.as_str(), "Apply", foreign.join("; ")));
+        events.push(event(
+            EventType::Warning,
+            EventReason::Condition(Reason::ForeignObject),
+            "Apply",
+            foreign.join("; "),
+        ));
     }
     if !pass.classes_missing.is_empty()
         && condition_reason(pass.previous, ConditionType::TemplatesReady) != Some(Reason::DeviceClassMissing)
     {
         let note = pass.classes_missing.join("; ");
-        events.push(event(EventType::Warning, Reason::DeviceClassMissing.as_str(), "Apply", note));
+        events.push(event(EventType::Warning, EventReason::Condition(Reason::DeviceClassMissing), "Apply", note));
     }
     events.extend(remediated(&plan.remediation, pass.report));
     let why = |node: &str| plan.remediation.released_because(node);
@@ -95,7 +101,7 @@ pub fn of_cleanup(report: &Report, rules: &[Arc<TaintRuleView>]) -> Vec<Event> {
 pub fn failures(failures: Vec<(&'static str, String)>) -> Vec<Event> {
     grouped(failures)
         .into_iter()
-        .map(|(category, note)| event(EventType::Warning, category, "Reconcile", note))
+        .map(|(category, note)| event(EventType::Warning, EventReason::Failure(category), "Reconcile", note))
         .collect()
 }
 
@@ -124,15 +130,15 @@ fn changes(report: &Report) -> Vec<Event> {
         items.iter().filter(|w| w.kind != TAINT_RULE).map(ToString::to_string).collect()
     };
     [
-        ("Created", operands(&report.created)),
-        ("Updated", operands(&report.updated)),
-        ("Replaced", operands(&report.replaced)),
-        ("Deleted", operands(&report.deleted)),
+        (EventReason::Created, operands(&report.created)),
+        (EventReason::Updated, operands(&report.updated)),
+        (EventReason::Replaced, operands(&report.replaced)),
+        (EventReason::Deleted, operands(&report.deleted)),
     ]
     .into_iter()
     .filter(|(_, items)| !items.is_empty())
     .map(|(reason, items)| {
-        event(EventType::Normal, reason, "Apply", format!("{reason} {}", first_of(&items, SHOWN, ", ")))
+        event(EventType::Normal, reason, "Apply", format!("{} {}", reason.as_str(), first_of(&items, SHOWN, ", ")))
     })
     .collect()
 }
@@ -153,7 +159,7 @@ fn remediated(remediation: &Remediation, report: &Report) -> Vec<Event> {
                 decided.decision.effect.as_str(),
                 rule.name_any()
             );
-            event(EventType::Warning, "Remediated", "Remediate", note)
+            event(EventType::Warning, EventReason::Remediated, "Remediate", note)
         })
         .collect()
 }
@@ -164,7 +170,7 @@ fn released(report: &Report, rules: &[Arc<TaintRuleView>], why: impl Fn(&str) ->
         .map(|name| {
             let node = rules.iter().find(|r| r.name_any() == name).and_then(|r| rule_node(r)).unwrap_or_default();
             let note = format!("node {node} released ({}): DeviceTaintRule {name} deleted", why(node));
-            event(EventType::Normal, "Released", "Remediate", note)
+            event(EventType::Normal, EventReason::Released, "Remediate", note)
         })
         .collect()
 }
@@ -196,7 +202,7 @@ fn held_back(
         decision.budget,
         first_of(&new, 10, ", ")
     );
-    Some(event(EventType::Warning, "RemediationHeldBack", "Remediate", note))
+    Some(event(EventType::Warning, EventReason::RemediationHeldBack, "Remediate", note))
 }
 
 /// One event per step, halt and completion. The recorder folds events of one reason, action and related object
@@ -207,25 +213,27 @@ fn rollout(step: &super::plan::Step) -> Option<Event> {
         Change::Step { step, nodes } => {
             let what = if *step == 1 { "canary".to_string() } else { format!("step {step}") };
             let note = format!("{what}: moving {} to {}", nodes.join(", "), status.version);
-            (EventType::Normal, "RolloutStep", format!("Step{step}"), note)
+            (EventType::Normal, EventReason::RolloutStep, format!("Step{step}"), note)
         }
-        Change::Halted => (EventType::Warning, "RolloutHalted", "Halt".into(), rollout::halt_message(status)),
+        Change::Halted => {
+            (EventType::Warning, EventReason::RolloutHalted, "Halt".into(), rollout::halt_message(status))
+        }
         Change::Complete => {
             let note = format!("every node runs the plugin {}", status.version);
-            (EventType::Normal, "RolloutComplete", "Complete".into(), note)
+            (EventType::Normal, EventReason::RolloutComplete, "Complete".into(), note)
         }
         Change::Back { nodes } => {
             // Each node moves back once: the first names the step.
             let note = format!("rolling back: moving {} back to the last good version", nodes.join(", "));
             let action = format!("Back-{}", nodes.first().map_or("", String::as_str));
-            (EventType::Normal, "RolloutBack", action, note)
+            (EventType::Normal, EventReason::RolloutBack, action, note)
         }
         Change::RolledBack => {
             let note = format!("every node that got {} runs the last good version again", status.version);
-            (EventType::Normal, "RolledBack", "RolledBack".into(), note)
+            (EventType::Normal, EventReason::RolledBack, "RolledBack".into(), note)
         }
     };
-    Some(Event { type_, reason: reason.into(), note: Some(note), action, secondary: step.revision.clone() })
+    Some(Event { type_, reason: reason.as_str().into(), note: Some(note), action, secondary: step.revision.clone() })
 }
 
 /// An event when devices turn unhealthy or recover; nothing when the set is unchanged.
@@ -247,7 +255,7 @@ fn health(
     if !newly_in_use.is_empty() {
         let shown: Vec<&str> = newly_in_use.iter().take(10).map(|c| c.as_str()).collect();
         let note = format!("unhealthy devices are allocated to claims: {}", shown.join(", "));
-        events.push(event(EventType::Warning, "UnhealthyDeviceInUse", "Health", note));
+        events.push(event(EventType::Warning, EventReason::UnhealthyDeviceInUse, "Health", note));
     }
     let before = {
         let mut seen = ctx.unhealthy_seen.lock().expect("not poisoned");
@@ -264,34 +272,16 @@ fn health(
     let turned: Vec<_> = unhealthy.difference(&before).collect();
     if !turned.is_empty() {
         let note = format!("devices turned unhealthy: {}", list(turned));
-        events.push(event(EventType::Warning, "DeviceUnhealthy", "Health", note));
+        events.push(event(EventType::Warning, EventReason::DeviceUnhealthy, "Health", note));
     }
     let recovered: Vec<_> = before.difference(unhealthy).collect();
     if !recovered.is_empty() {
         let note = format!("devices recovered: {}", list(recovered));
-        events.push(event(EventType::Normal, "DeviceRecovered", "Health", note));
+        events.push(event(EventType::Normal, EventReason::DeviceRecovered, "Health", note));
     }
     events
 }
 
+mod reason;
 #[cfg(test)]
-mod tests {
-    use super::grouped;
-
-    #[test]
-    fn one_warning_per_category_with_its_first_message_and_a_count() {
-        let failures = vec![
-            ("Forbidden", "applying A: forbidden".to_string()),
-            ("ApplyFailed", "applying B: timed out".to_string()),
-            ("Forbidden", "applying C: forbidden".to_string()),
-            ("Forbidden", "applying D: forbidden".to_string()),
-        ];
-        assert_eq!(
-            grouped(failures),
-            [
-                ("ApplyFailed", "applying B: timed out".to_string()),
-                ("Forbidden", "applying A: forbidden (and 2 more alike)".to_string()),
-            ]
-        );
-    }
-}
+mod tests;

@@ -15,8 +15,10 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::act::apply::config_key;
 use super::act::pass::Pass;
 use super::act::report::Report;
+use super::events::EventReason;
 use super::plan::{Driver, Mode, Plan};
 use super::snapshot::Snapshot;
 use super::{Context, Error, GuardedConfig, act, events, observe};
@@ -145,7 +147,7 @@ async fn report_unparseable(name: &str, invalid: &InvalidObject, ctx: &Context) 
     patch_status(name, &status::compute(kept.as_ref(), &observation, status::now()), ctx).await?;
     ctx.reported_unparseable(name, &invalid.error);
     let reference = ObjectRef::<NeuronDRAConfig>::new(name).into();
-    let reason = Reason::Unparseable.as_str();
+    let reason = EventReason::Condition(Reason::Unparseable);
     let refused = events::event(EventType::Warning, reason, "Validate", invalid.error.clone());
     events::publish(ctx, &reference, &[refused]).await;
     Ok(Action::await_change())
@@ -206,7 +208,7 @@ async fn report_refused(
     let reason = validity.reason();
     if condition_reason(config.status.as_ref(), ConditionType::ConfigValid) != Some(reason) {
         let reference = config.object_ref(&());
-        let refused = events::event(EventType::Warning, reason.as_str(), "Validate", message.clone());
+        let refused = events::event(EventType::Warning, EventReason::Condition(reason), "Validate", message.clone());
         events::publish(ctx, &reference, &[refused]).await;
     }
     write_status(config, &observe::not_acted_on(config.meta().generation, config.spec.paused, validity), ctx).await?;
@@ -310,11 +312,6 @@ async fn write_status(config: &NeuronDRAConfig, observation: &Observation, ctx: 
     patch_status(&config.name_any(), &status, ctx).await?;
     expect_in_cache(ctx, config);
     Ok(())
-}
-
-/// The expectations key of a config.
-pub(super) fn config_key(name: &str) -> String {
-    crate::controller::act::apply::object_key::<NeuronDRAConfig>(name, None)
 }
 
 /// Remembers that the config just changed from the version this pass read, until the cache shows it.

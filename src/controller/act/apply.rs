@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::labels::MANAGER;
-use crate::runtime::client::brief;
 pub use drift::{holds, stamped};
+pub use error::{ApplyError, api_category};
 
 /// What happened to one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,41 +90,9 @@ fn object_key_as<K: Resource>(dt: &K::DynamicType, name: &str, namespace: Option
     format!("{}/{}/{name}", K::kind(dt), namespace.unwrap_or(""))
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    #[error("applying {kind} {name}: {}", brief(.source))]
-    Apply { kind: String, name: String, source: kube::Error },
-    #[error("deleting {kind} {name}: {}", brief(.source))]
-    Delete { kind: String, name: String, source: kube::Error },
-    #[error("replacing plugin pod {name}: {}", brief(.source))]
-    Evict { name: String, source: kube::Error },
-}
-
-impl ApplyError {
-    pub fn source_error(&self) -> &kube::Error {
-        match self {
-            Self::Apply { source, .. } | Self::Delete { source, .. } | Self::Evict { source, .. } => source,
-        }
-    }
-
-    /// The metric label and Warning event reason: what the API server said, or which write failed.
-    pub fn category(&self) -> &'static str {
-        api_category(self.source_error()).unwrap_or(match self {
-            Self::Apply { .. } => "ApplyFailed",
-            Self::Delete { .. } => "DeleteFailed",
-            Self::Evict { .. } => "EvictFailed",
-        })
-    }
-}
-
-/// The category of an API server refusal that users act on: `Forbidden` (RBAC), `Conflict`, `Rejected` (invalid).
-pub fn api_category(error: &kube::Error) -> Option<&'static str> {
-    match error {
-        kube::Error::Api(status) if status.code == 403 => Some("Forbidden"),
-        kube::Error::Api(status) if status.code == 409 => Some("Conflict"),
-        kube::Error::Api(status) if status.code == 422 => Some("Rejected"),
-        _ => None,
-    }
+/// The expectations key of a config.
+pub fn config_key(name: &str) -> String {
+    object_key::<crate::api::NeuronDRAConfig>(name, None)
 }
 
 /// Field manager for objects several configs share: one per config, so each config's owner reference is its own.
@@ -368,6 +336,7 @@ where
 }
 
 mod drift;
+mod error;
 pub mod owner;
 #[cfg(test)]
 mod tests;

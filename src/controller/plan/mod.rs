@@ -2,6 +2,7 @@
 //! written: the objects it wants, the plugin's rollout step and remediation's rules. The act layer carries it out;
 //! the status and the events are derived from it and what the act did.
 
+mod mode;
 mod remediation;
 mod rollout;
 
@@ -28,17 +29,7 @@ use crate::logic::conflict::{self, Claimant, Conflicts};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
 use crate::logic::validate::{FieldError, InvalidConfig, ValidatedConfig, validate};
-
-/// What kind of pass this is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Apply what is wanted, delete what is not.
-    Normal,
-    /// Judge what is there; write nothing but the status.
-    Paused,
-    /// The config is being deleted: claim nothing, so everything it created goes.
-    Cleanup,
-}
+pub use mode::Mode;
 
 /// What happens to the kubelet plugin (its ServiceAccount and DaemonSet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,10 @@
 //! The layout's rules, read from the source (docs/architecture.md "Layers"): each layer imports only the layers
-//! below it, sibling modules import each other one way only (no cycles at any level), no file is longer than a
-//! newcomer reads in one sitting, and unit tests sit inline or in `<module>/tests.rs` (no `#[path]`).
+//! below it, sibling modules import each other one way only and no file imports a file that imports it back (re-exports
+//! followed), no file is longer than a newcomer reads in one sitting nor a function longer than one screen, no
+//! `#[path]`, one unit-test layout (CONTRIBUTING.md "Unit tests"), and event reasons are typed.
+
+mod files;
+mod layout;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,37 +13,6 @@ use std::path::{Path, PathBuf};
 const LAYERS: [&str; 7] = ["api", "cluster", "logic", "runtime", "controller", "run", "cli"];
 /// Development tools may import anything; nothing but tests may import them.
 const DEVTOOLS: &str = "devtools";
-const MAX_LINES: usize = 400;
-
-fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            source_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// `src/logic/health/mod.rs` -> ["logic", "health"]; `src/lib.rs` -> [].
-fn module_of(src: &Path, file: &Path) -> Vec<String> {
-    let relative = file.strip_prefix(src).unwrap().with_extension("");
-    let mut parts: Vec<String> = relative.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
-        parts.pop();
-    }
-    parts
-}
-
-/// The code of a file without its inline unit tests (by convention the file's last item) and without comments.
-fn code_of(text: &str) -> String {
-    let body = match text.find("#[cfg(test)]\nmod tests {") {
-        Some(at) => &text[..at],
-        None => text,
-    };
-    body.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
-}
 
 /// Every module path a file names from the crate root: `crate::a::b`, and `super::c` resolved against the file's
 /// own module; `use crate::{a, b::{c}}` groups are expanded one level.
@@ -74,38 +47,29 @@ struct Source {
     modules: BTreeSet<Vec<String>>,
     /// (from, to) between modules, tests excluded.
     edges: BTreeSet<(Vec<String>, Vec<String>)>,
-    lengths: Vec<(PathBuf, usize)>,
-    path_attributes: Vec<PathBuf>,
-}
-
-fn is_test(module: &[String]) -> bool {
-    module.iter().any(|m| m == "tests")
 }
 
 fn read_source() -> Source {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    source_files(&src, &mut files);
-    files.retain(|f| !f.starts_with(src.join("bin")));
-    let texts: Vec<(Vec<String>, PathBuf, String)> =
-        files.into_iter().map(|f| (module_of(&src, &f), f.clone(), std::fs::read_to_string(&f).unwrap())).collect();
+    let mut paths = Vec::new();
+    files::rust_files(&src, &mut paths);
+    paths.retain(|f| !f.starts_with(src.join("bin")));
+    let texts: Vec<(Vec<String>, PathBuf, String)> = paths
+        .into_iter()
+        .map(|f| (files::module_of(&src, &f), f.clone(), std::fs::read_to_string(&f).unwrap()))
+        .collect();
     let modules: BTreeSet<Vec<String>> = texts.iter().map(|(m, _, _)| m.clone()).collect();
     let mut edges = BTreeSet::new();
-    for (module, _, text) in texts.iter().filter(|(m, _, _)| !is_test(m)) {
-        for path in crate_paths(module, &code_of(text)) {
+    for (module, _, text) in texts.iter().filter(|(m, _, _)| !files::is_test(m)) {
+        for path in crate_paths(module, &files::code_of(text)) {
             // The longest prefix that is a module of its own file.
             let target = (1..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| modules.contains(p));
             if let Some(target) = target.filter(|t| t != module) {
-                edges.insert((module.clone(), target));
+                edges.insert((module.to_vec(), target));
             }
         }
     }
-    Source {
-        lengths: texts.iter().map(|(_, f, t)| (f.clone(), t.lines().count())).collect(),
-        path_attributes: texts.iter().filter(|(_, _, t)| t.contains("#[path")).map(|(_, f, _)| f.clone()).collect(),
-        modules,
-        edges,
-    }
+    Source { modules, edges }
 }
 
 #[test]
@@ -181,34 +145,8 @@ fn the_cycle_check_finds_a_cycle() {
     let source = Source {
         modules: BTreeSet::new(),
         edges: [(m("logic::health"), m("cluster::x")), (m("cluster::y"), m("logic::status"))].into(),
-        lengths: vec![],
-        path_attributes: vec![],
     };
     assert_eq!(sibling_cycles(&source), vec!["in : cluster -> logic -> cluster", "in : logic -> cluster -> logic"]);
-}
-
-#[test]
-fn no_file_is_longer_than_one_sitting() {
-    let long: Vec<String> = read_source()
-        .lengths
-        .into_iter()
-        .filter(|(_, lines)| *lines > MAX_LINES)
-        .map(|(file, lines)| format!("{} ({lines} lines)", file.display()))
-        .collect();
-    assert!(long.is_empty(), "files over {MAX_LINES} lines:\n{}", long.join("\n"));
-}
-
-#[test]
-fn unit_tests_are_inline_or_in_a_tests_module() {
-    let source = read_source();
-    assert!(source.path_attributes.is_empty(), "#[path] attributes: {:?}", source.path_attributes);
-    let stray: Vec<String> = source
-        .modules
-        .iter()
-        .filter(|m| m.last().is_some_and(|name| name.ends_with("_tests") || name.ends_with("_test")))
-        .map(|m| m.join("::"))
-        .collect();
-    assert!(stray.is_empty(), "test modules not named `tests`: {stray:?}");
 }
 
 /// `cargo tree` of the package's features along one kind of edge.

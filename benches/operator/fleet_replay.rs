@@ -1,5 +1,5 @@
 //! Scenario 6 (`BENCH_ONLY=fleet-replay`, sizes from `BENCH_SCALES`): fleets the local API server cannot hold,
-//! served to the unchanged operator by the replay server (`benches/replay`), which forwards everything but the fleet
+//! served to the unchanged operator by the replay server (`benches/operator/replay`), which forwards everything but the fleet
 //! to the real control plane. Per fleet: cold start to Ready and its CPU, the bytes the initial lists served, one
 //! device taint → status, one claim allocated → status, status size, operator peak RSS; and the replay's own cost.
 //!
@@ -15,12 +15,12 @@ use neuron_dra_operator::api::NeuronDRAConfig;
 use neuron_dra_operator::devtools::simulate::fleet;
 use serde_json::json;
 
-use super::cluster::{self, OPERATOR_NAMESPACE, Operator, OperatorOptions};
-use super::replay::{FleetModel, Replay};
-use super::{
+use super::common::{
     BENCH_ID, Table, config_doc, cpu_seconds, delete_and_wait, median, namespaces, operator_pid, peak_rss_mib, secs,
     wait_ready,
 };
+use super::replay::{FleetModel, Replay};
+use neuron_dra_operator::devtools::harness::{self as cluster, OPERATOR_NAMESPACE, Operator, OperatorOptions};
 
 /// Every fleet in `scales`, one replay server each.
 pub async fn fleets(client: &Client, scales: &[usize], table: &mut Table) {

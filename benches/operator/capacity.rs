@@ -17,8 +17,8 @@ use neuron_dra_operator::cluster::{ClaimView, NodeView, SliceView, node_view, sl
 use neuron_dra_operator::devtools::simulate::{self, fleet};
 use serde_json::{Value, json};
 
-use super::cluster::{Operator, OperatorOptions, TEST_LABEL};
-use super::{BENCH_ID, Table, env_or, median, namespaces, operator_pid, peak_rss_mib, secs, wait_ready};
+use super::common::{BENCH_ID, Table, env_or, median, namespaces, operator_pid, peak_rss_mib, secs, wait_ready};
+use neuron_dra_operator::devtools::harness::{self, Operator, OperatorOptions, TEST_LABEL};
 
 const PROFILES: &str = r#"[
   {"name": "one", "training": {"instanceType": "trn2.48xlarge", "devices": 1}},
@@ -198,13 +198,9 @@ pub async fn capacity_scale(client: &Client, table: &mut Table) {
     let rss = peak_rss_mib(operator_pid(&operator));
     table.add(&scenario, "operator peak RSS", format!("{rss:.0} MiB"), "< 200 MiB", Some(rss < 200.0));
 
-    super::delete_and_wait(&api, &name).await;
+    super::common::delete_and_wait(&api, &name).await;
     drop(operator);
     kubelet.abort();
-    let _ = super::cluster::kubectl_with(
-        &super::cluster::kubeconfig(),
-        &["delete", "namespace", &namespace, "--wait=false"],
-        None,
-    );
-    super::clear_fleet(client, prefix).await;
+    let _ = harness::kubectl_with(&harness::kubeconfig(), &["delete", "namespace", &namespace, "--wait=false"], None);
+    super::common::clear_fleet(client, prefix).await;
 }

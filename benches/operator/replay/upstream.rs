@@ -15,20 +15,8 @@ use kube::api::{Api, ListParams};
 use neuron_dra_operator::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use serde_json::{Value, json};
 
-use super::{Kind, Shared};
-
-/// One of the operator's DaemonSets as its generated pods name it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plugin {
-    pub name: String,
-    pub namespace: String,
-    pub uid: String,
-    pub config: String,
-    pub hash: String,
-    pub version: u64,
-    /// Its pods' JSON, made once per revision (`serve::pod_template`).
-    pub pod: String,
-}
+use super::serve::pod_template;
+use super::shared::{Kind, Plugin, Shared};
 
 /// Sends the request on to the API server under the operator's ServiceAccount; the answer comes back as it is, but
 /// for the status of the operator's DaemonSets (see `report_fleet`).
@@ -185,7 +173,7 @@ pub async fn follow_plugins(shared: Arc<Shared>) {
                 let version = shared.version() + 1;
                 for plugin in &mut plugins {
                     plugin.version = version;
-                    plugin.pod = super::serve::pod_template(&shared, plugin);
+                    plugin.pod = pod_template(&shared, plugin);
                 }
                 *shared.plugins.lock().unwrap() = plugins;
                 shared.expire(Kind::Pods);

@@ -36,146 +36,20 @@
 //! lets a benchmark emit one event at a known instant.
 
 mod serve;
+mod shared;
 mod upstream;
 
-use std::collections::BTreeMap;
+pub use shared::FleetModel;
+use shared::{BASE_VERSION, Kind, Log, Shared};
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use axum::body::Bytes;
 use axum::extract::{Query, Request, State};
 use axum::response::Response;
 use kube::Client;
-use neuron_dra_operator::devtools::simulate::fleet::FleetSpec;
-use neuron_dra_operator::devtools::simulate::{FAULT_TAINT_KEY, fleet};
-use serde_json::{Value, json};
-use tokio::sync::mpsc;
-
-/// The kinds the replay generates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Nodes,
-    NeuronSlices,
-    EfaSlices,
-    Claims,
-    Pods,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::Nodes, Kind::NeuronSlices, Kind::EfaSlices, Kind::Claims, Kind::Pods];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Nodes => "nodes",
-            Kind::NeuronSlices => "neuron slices",
-            Kind::EfaSlices => "efa slices",
-            Kind::Claims => "claims",
-            Kind::Pods => "plugin pods",
-        }
-    }
-}
-
-/// The replayed fleet: `nodes` nodes of one instance type, named `<prefix>-<i>`.
-#[derive(Debug, Clone)]
-pub struct FleetModel {
-    pub nodes: usize,
-    pub prefix: String,
-    pub instance_type: String,
-}
-
-impl FleetModel {
-    pub fn trn2(nodes: usize, prefix: &str) -> FleetModel {
-        FleetModel { nodes, prefix: prefix.into(), instance_type: "trn2.48xlarge".into() }
-    }
-
-    pub fn spec(&self) -> FleetSpec {
-        FleetSpec {
-            prefix: self.prefix.clone(),
-            count: self.nodes,
-            instance_type: self.instance_type.clone(),
-            dra_driver_version: fleet::DEFAULT_DRA_DRIVER_VERSION.into(),
-            neuron_driver_version: fleet::DEFAULT_NEURON_DRIVER_VERSION.into(),
-            kubelet_version: fleet::DEFAULT_KUBELET_VERSION.into(),
-        }
-    }
-}
-
-/// The watch events of one kind after `start` (older versions get a 410).
-#[derive(Default)]
-struct Log {
-    start: u64,
-    events: Vec<(u64, Bytes)>,
-}
-
-/// Events kept per kind; a watch from an older version is told 410.
-const LOG_EVENTS: usize = 10_000;
-/// The version every generated object starts at.
-const BASE_VERSION: u64 = 1;
-
-/// The open watches and the kind each watches.
-type Watches = Vec<(Kind, mpsc::UnboundedSender<Bytes>)>;
-/// One node's device taints: the version of its slice, and (device index, effect) per taint.
-pub type Taints = (u64, Vec<(u32, String)>);
-
-pub struct Shared {
-    model: FleetModel,
-    spec: FleetSpec,
-    /// The version counter and, under the same lock, each kind's log and open watches.
-    logs: Mutex<(u64, Vec<Log>, Watches)>,
-    /// Device taints per node index: (version, device index, effect).
-    taints: Mutex<BTreeMap<usize, Taints>>,
-    /// Claims by `namespace/name`, with their version set.
-    claims: Mutex<BTreeMap<String, Value>>,
-    plugins: Mutex<Vec<upstream::Plugin>>,
-    /// Each node's unchanging objects (node, untainted Neuron slice, EFA slice) as served, rendered on first use: a
-    /// cold start is then served at the cost of a copy, not of building ~25 KB of JSON per node again.
-    rendered: [Vec<OnceLock<Bytes>>; 3],
-    list_bytes: [AtomicU64; 5],
-    watch_bytes: [AtomicU64; 5],
-    forwarded_bytes: AtomicU64,
-    upstream: Client,
-}
-
-impl Shared {
-    fn version(&self) -> u64 {
-        self.logs.lock().unwrap().0
-    }
-
-    /// Sends one event to every open watch of `kind` and logs it; returns the object's new version.
-    fn emit(&self, kind: Kind, event: &str, mut object: Value) -> u64 {
-        let mut logs = self.logs.lock().unwrap();
-        logs.0 += 1;
-        let version = logs.0;
-        object["metadata"]["resourceVersion"] = json!(version.to_string());
-        let mut line = serde_json::to_vec(&json!({"type": event, "object": object})).unwrap();
-        line.push(b'\n');
-        let line = Bytes::from(line);
-        let log = &mut logs.1[kind as usize];
-        log.events.push((version, line.clone()));
-        if log.events.len() > LOG_EVENTS {
-            log.events.drain(..LOG_EVENTS / 2);
-            log.start = log.events[0].0 - 1;
-        }
-        logs.2.retain(|(k, tx)| *k != kind || tx.send(line.clone()).is_ok());
-        version
-    }
-
-    /// Forgets `kind`'s log: its open watches get a 410 and end, and so relist.
-    fn expire(&self, kind: Kind) {
-        let mut logs = self.logs.lock().unwrap();
-        logs.0 += 1;
-        let version = logs.0;
-        logs.1[kind as usize] = Log { start: version, events: Vec::new() };
-        let gone = serve::gone_line();
-        logs.2.retain(|(k, tx)| {
-            if *k == kind {
-                let _ = tx.send(gone.clone());
-            }
-            *k != kind
-        });
-    }
-}
+use serde_json::json;
 
 /// A running replay server.
 pub struct Replay {
@@ -357,5 +231,3 @@ fn generated(path: &str, query: &std::collections::HashMap<String, String>) -> O
         _ => None,
     }
 }
-
-pub const TAINT_KEY: &str = FAULT_TAINT_KEY;

@@ -11,7 +11,7 @@ use neuron_dra_operator::devtools::simulate::fleet;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{BASE_VERSION, Kind, Shared, TAINT_KEY};
+use super::shared::{BASE_VERSION, Kind, Plugin, Shared, TAINT_KEY, Taints, gone_line};
 
 /// How often a watch that allows bookmarks gets one (the API server: about a minute; shorter here, so a bench
 /// sees them).
@@ -30,7 +30,7 @@ pub fn node(shared: &Shared, i: usize) -> Value {
 }
 
 /// Node `i`'s Neuron slice with its taints, if any.
-pub fn neuron_slice(shared: &Shared, i: usize, taints: Option<&super::Taints>) -> Value {
+pub fn neuron_slice(shared: &Shared, i: usize, taints: Option<&Taints>) -> Value {
     let mut slice = serde_json::to_value(fleet::resource_slice(&shared.spec, i, Some(format!("node-{i}")))).unwrap();
     slice["metadata"]["uid"] = json!(format!("slice-{i}"));
     version_of(&mut slice, BASE_VERSION);
@@ -58,7 +58,7 @@ fn efa_slice(shared: &Shared, i: usize) -> Value {
 pub const POD_NODE: &str = "@NODE@";
 
 /// The JSON of `plugin`'s pod on node `POD_NODE`, which each pod replaces with its node's index.
-pub fn pod_template(shared: &Shared, plugin: &super::upstream::Plugin) -> String {
+pub fn pod_template(shared: &Shared, plugin: &Plugin) -> String {
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -155,15 +155,6 @@ pub fn list(shared: &Shared, kind: Kind, query: &HashMap<String, String>) -> Res
     body.push(b'}');
     shared.list_bytes[kind as usize].fetch_add(body.len() as u64, Ordering::Relaxed);
     Response::builder().header("content-type", "application/json").body(Body::from(body)).unwrap()
-}
-
-/// The ERROR event the API server sends a watch from a version it no longer holds.
-pub fn gone_line() -> Bytes {
-    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "too old resource version", "reason": "Expired", "code": 410});
-    let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": status})).unwrap();
-    line.push(b'\n');
-    Bytes::from(line)
 }
 
 fn bookmark(kind: Kind, version: u64) -> Bytes {

@@ -13,11 +13,11 @@ use neuron_dra_operator::api::NeuronDRAConfig;
 use neuron_dra_operator::devtools::simulate::{self, FaultKind, TaintEffect, fleet};
 use serde_json::json;
 
-use super::cluster::{Operator, OperatorOptions};
-use super::{
+use super::common::{
     BENCH_ID, Table, config_doc, cpu_seconds, delete_and_wait, env_or, median, namespaces, operator_pid, peak_rss_mib,
     secs, wait_ready,
 };
+use neuron_dra_operator::devtools::harness::{Operator, OperatorOptions};
 
 const DRIVER_NAMESPACE: &str = "bench-driver";
 
@@ -165,7 +165,7 @@ async fn fleet(client: &Client, nodes: usize, largest: bool, table: &mut Table) 
     delete_and_wait(&api, &name).await;
     drop(operator);
     kubelet.abort();
-    super::clear_fleet(client, &prefix).await;
+    super::common::clear_fleet(client, &prefix).await;
     rss
 }
 
