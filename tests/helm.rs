@@ -30,7 +30,7 @@ const HELM_LABELS: &[&str] =
 /// The annotation that keeps the CRD through `helm uninstall` (crds.keep).
 const KEEP: &str = "helm.sh/resource-policy";
 /// The policies' install variables, which the chart sets from `fence.*` and the release's ServiceAccount.
-const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
+const INSTALL_VARIABLES: [&str; 4] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 /// Every value that turns on a part that is off by default.
 const EVERYTHING_ON: &[&str] = &[
     "--set",
@@ -397,7 +397,11 @@ fn the_allow_list_is_the_fence_values_in_the_policies_install_variables() {
     let operator = find(&objects, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
     assert_eq!(
         install_variables(&operator),
-        BTreeMap::from([("imagePatterns".into(), images.into()), ("namespacePatterns".into(), namespaces.into())])
+        BTreeMap::from([
+            ("imagePatterns".into(), images.into()),
+            ("kubeletDirs".into(), "['/var/lib/kubelet']".into()),
+            ("namespacePatterns".into(), namespaces.into()),
+        ])
     );
     // The operator's policy applies to this release's ServiceAccount (its first match condition).
     assert_eq!(operator["spec"]["matchConditions"][0]["expression"], format!("request.userInfo.username == '{user}'"));
@@ -406,6 +410,7 @@ fn the_allow_list_is_the_fence_values_in_the_policies_install_variables() {
         install_variables(&pods),
         BTreeMap::from([
             ("imagePatterns".into(), images.into()),
+            ("kubeletDirs".into(), "['/var/lib/kubelet']".into()),
             ("namespacePatterns".into(), namespaces.into()),
             ("operators".into(), format!("['{user}']")),
         ])

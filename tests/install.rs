@@ -35,7 +35,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_neuron-dra-operator");
 /// `cluster::allow_test_drivers` widens it again: the other's configs would be refused meanwhile.
 static SHIPPED_FENCES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The policies' install variables: the allow-list and the operator.
-const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
+const INSTALL_VARIABLES: [&str; 4] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 
 /// Runs a command line (words split on spaces) in the checkout, against the local control plane.
 fn sh(command: &str) -> Output {
@@ -546,6 +546,7 @@ fn the_documented_olm_fences_apply() {
             shipped("namespacePatterns", "['neuron-dra-driver']"),
             shipped("imagePatterns", "['public.ecr.aws/neuron/neuron-dra-driver']"),
             shipped("operators", "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']"),
+            shipped("kubeletDirs", "['/var/lib/kubelet']"),
         ]
     );
     assert!(pods["spec"].get("paramKind").is_none(), "{pods}");
