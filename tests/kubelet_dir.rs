@@ -48,11 +48,14 @@ async fn a_kubelet_dir_is_one_absolute_path_the_install_allows_and_the_daemon_se
     s.apply(&s.config(&allowed, spec(LOCAL_NODES_DIR))).await.unwrap();
     let daemon_sets: Api<DaemonSet> = Api::namespaced(s.client.clone(), &s.driver_namespace());
     let name = format!("neuron-dra-{allowed}");
-    let ds = eventually(TIMEOUT, "the plugin DaemonSet", || async { daemon_sets.get_opt(&name).await.ok().flatten() }).await;
+    let ds =
+        eventually(TIMEOUT, "the plugin DaemonSet", || async { daemon_sets.get_opt(&name).await.ok().flatten() }).await;
     let pod = ds.spec.unwrap().template.spec.unwrap();
-    let paths: Vec<String> =
-        pod.volumes.unwrap().into_iter().filter_map(|v| v.host_path.map(|h| h.path)).collect();
-    assert_eq!(paths, [format!("{LOCAL_NODES_DIR}/plugins"), format!("{LOCAL_NODES_DIR}/plugins_registry"), "/var/run/cdi".into()]);
+    let paths: Vec<String> = pod.volumes.unwrap().into_iter().filter_map(|v| v.host_path.map(|h| h.path)).collect();
+    assert_eq!(
+        paths,
+        [format!("{LOCAL_NODES_DIR}/plugins"), format!("{LOCAL_NODES_DIR}/plugins_registry"), "/var/run/cdi".into()]
+    );
     let container = &pod.containers[0];
     let mounts: Vec<&str> = container.volume_mounts.iter().flatten().map(|m| m.mount_path.as_str()).collect();
     assert_eq!(mounts, paths.iter().map(String::as_str).collect::<Vec<_>>(), "mounted where the kubelet sees them");

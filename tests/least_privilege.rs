@@ -116,7 +116,12 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
         ("init", pod, json!({"initContainers": [{"name": "x", "image": "example.com/evil:1"}]}), images),
         ("root", "/spec/template/spec/volumes/0", json!({"hostPath": {"path": "/"}}), host_paths),
         // Another kubelet directory than the install's kubeletDirs.
-        ("kubelet", "/spec/template/spec/volumes/0", json!({"hostPath": {"path": "/var/lib/k0s/kubelet/plugins"}}), host_paths),
+        (
+            "kubelet",
+            "/spec/template/spec/volumes/0",
+            json!({"hostPath": {"path": "/var/lib/k0s/kubelet/plugins"}}),
+            host_paths,
+        ),
         ("account", pod, json!({"serviceAccountName": "default"}), DAEMON_SET_RULE),
     ];
     for (suffix, at, change, rule) in attacks {

@@ -117,10 +117,7 @@ pub fn daemon_set(config: &ValidatedConfig) -> DaemonSet {
                             .into_iter()
                             .map(|(name, path)| Volume {
                                 name: name.to_string(),
-                                host_path: Some(HostPathVolumeSource {
-                                    path,
-                                    type_: Some("DirectoryOrCreate".into()),
-                                }),
+                                host_path: Some(HostPathVolumeSource { path, type_: Some("DirectoryOrCreate".into()) }),
                                 ..Volume::default()
                             })
                             .collect(),
@@ -180,11 +177,7 @@ fn container(config: &ValidatedConfig) -> Container {
         volume_mounts: Some(
             host_paths(&driver.kubelet_dir)
                 .into_iter()
-                .map(|(name, path)| VolumeMount {
-                    name: name.to_string(),
-                    mount_path: path,
-                    ..VolumeMount::default()
-                })
+                .map(|(name, path)| VolumeMount { name: name.to_string(), mount_path: path, ..VolumeMount::default() })
                 .collect(),
         ),
         ..Container::default()

@@ -53,10 +53,11 @@ fn a_driver_outside_the_install_is_refused_field_by_field() {
         refusals.iter().map(|(path, _)| *path).collect::<Vec<_>>(),
         ["spec.driver.namespace", "spec.driver.image", "spec.driver.kubeletDir"]
     );
-    assert_eq!(refusals[2].1, "/etc is not a kubelet directory this install allows (/var/lib/kubelet; the fences' kubeletDirs)");
-    assert!(
-        refusals[0].1.starts_with("kube-system is not a driver namespace this install allows (neuron-dra-driver;")
+    assert_eq!(
+        refusals[2].1,
+        "/etc is not a kubelet directory this install allows (/var/lib/kubelet; the fences' kubeletDirs)"
     );
+    assert!(refusals[0].1.starts_with("kube-system is not a driver namespace this install allows (neuron-dra-driver;"));
     assert!(Allowed::default().refusals(&driver).is_empty(), "no lists, no checks");
 }
 
