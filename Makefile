@@ -101,10 +101,10 @@ KUBE_NEWEST := v1.37.2
 NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions --test remediation \
   --test samples --test quotas --test kueue --test least_privilege --test least_privilege_plugin \
   --test least_privilege_rbac --test unfenced
-## The tests that run containers on the real node (ignored by a plain `cargo test`): all of them on the oldest
-## release, the kubelet's side (plugin, pods, rollout, remediation) on the newest.
-NODE_TESTS := --test real_node --test real_node_install
-NODE_TESTS_NEWEST := --test real_node
+## The tests that run containers on the real nodes (ignored by a plain `cargo test`): all of them on the oldest
+## release, the kubelet's side (plugin, pods, rollout, remediation, faults on two nodes) on the newest.
+NODE_TESTS := --test real_node --test real_node_install --test real_node_faults
+NODE_TESTS_NEWEST := --test real_node --test real_node_faults
 
 ## Everything: lint, then unit and integration tests against a real local control plane of each end of the
 ## supported range, each followed by the real-node tests, stopped again even when a test fails (hack/test.sh; on a
@@ -113,8 +113,8 @@ test:
 	KUBE_OLDEST=$(KUBE_OLDEST) KUBE_NEWEST=$(KUBE_NEWEST) NEWEST_TESTS="$(NEWEST_TESTS)" NODE_TESTS="$(NODE_TESTS)" \
 	  NODE_TESTS_NEWEST="$(NODE_TESTS_NEWEST)" CARGO="$(CARGO)" hack/test.sh
 
-## The real-node tests against the running control plane: starts node-1 (or reuses it), then runs them one at a time
-## (one node serves them all). docs/local-node.md.
+## The real-node tests against the running control plane: starts node-1 and node-2 (or reuses them), then runs
+## them one at a time (the nodes serve them all). docs/local-node.md.
 test-node:
 	@# An operator Deployment another test left (its pods never ran without a node) would start on the node and
 	@# manage every config beside the tests' own operators.
@@ -123,7 +123,8 @@ test-node:
 	@# Simulated nodes a failed test left are Ready to the scheduler: the real node's pods would land there.
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) run --locked --quiet --features devtools --bin neuron-dra-devtools -- \
 	  simulate clear
-	$(NODE_SH) up
+	$(NODE_SH) up node-1
+	$(NODE_SH) up node-2
 	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored --test-threads=1
 
 ## Benchmarks on a fresh local control plane; prints one table (see docs/benchmarks.md).

@@ -72,10 +72,8 @@ case "${KUBE_MINOR}" in
     RUNTIME_CONFIG=""
     ;;
 esac
-# Only the controllers the operator relies on. Deliberately NOT enabled, because
-# there is no kubelet: node-lifecycle (would taint every Node NotReady and evict
-# pods), pod-garbage-collector (deletes pods bound to unknown nodes), ttl, and
-# everything workload-related we do not use. Deployments and ReplicaSets are on so the install tests see the
+# Only the controllers the operator relies on and the ones a real node's faults need, with everything
+# workload-related we do not use left out. Deployments and ReplicaSets are on so the install tests see the
 # operator's own pods created, that is admitted under its namespace's Pod Security enforcement; Jobs for the
 # training example (examples/training-job.yaml).
 CONTROLLERS="garbage-collector-controller,namespace-controller,daemonset-controller"
@@ -90,6 +88,17 @@ CONTROLLERS+=",endpointslice-controller,disruption-controller"
 # Type-checks each ValidatingAdmissionPolicy's expressions against the types it matches (status.typeChecking), which
 # tests/least_privilege.rs reads for config/rbac's fences, as a real cluster's controller manager reports it.
 CONTROLLERS+=",validatingadmissionpolicy-status-controller"
+# A node that stops heartbeating goes NotReady and is tainted node.kubernetes.io/unreachable (node-lifecycle), its
+# pods are evicted once their tolerationSeconds pass (taint-eviction), and pods of deleted nodes are removed
+# (pod-garbage-collector). The simulator renews its nodes' Leases as kubelets do (src/devtools/simulate/lease.rs),
+# so only a real node that dies is affected. Shortened for tests (docs/local-node.md): NODE_MONITOR_GRACE_PERIOD
+# without a heartbeat counts a node unreachable (default 50s; the real node's kubelet renews its Lease every 2.5s,
+# the simulator every 3s), checked every NODE_MONITOR_PERIOD (default 5s); the DefaultTolerationSeconds admission
+# plugin gives every pod TOLERATION_SECONDS (default 300) on a not-ready or unreachable node before eviction.
+CONTROLLERS+=",node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller"
+NODE_MONITOR_GRACE_PERIOD="${NODE_MONITOR_GRACE_PERIOD:-12s}"
+NODE_MONITOR_PERIOD="${NODE_MONITOR_PERIOD:-2s}"
+TOLERATION_SECONDS="${TOLERATION_SECONDS:-5}"
 
 READY_TIMEOUT="${CONTROLPLANE_READY_TIMEOUT:-120}"
 
@@ -503,6 +512,8 @@ cmd_up() {
     --kubelet-certificate-authority="${pki}/ca.crt" \
     --kubelet-preferred-address-types=InternalIP \
     --enable-admission-plugins=NodeRestriction \
+    --default-not-ready-toleration-seconds="${TOLERATION_SECONDS}" \
+    --default-unreachable-toleration-seconds="${TOLERATION_SECONDS}" \
     --feature-gates="${FEATURE_GATES}" \
     --runtime-config="${RUNTIME_CONFIG}" \
     --profiling=false
@@ -530,6 +541,8 @@ cmd_up() {
     --service-account-private-key-file="${pki}/sa.key" \
     --root-ca-file="${pki}/ca.crt" \
     --controllers="${CONTROLLERS}" \
+    --node-monitor-grace-period="${NODE_MONITOR_GRACE_PERIOD}" \
+    --node-monitor-period="${NODE_MONITOR_PERIOD}" \
     --feature-gates="${FEATURE_GATES}" \
     --kube-api-qps=300 \
     --kube-api-burst=600 \

@@ -10,13 +10,13 @@
 #   hack/node.sh down [NAME]            stop it, kill its containers, unmount and remove its state (every node
 #                                       when NAME is omitted)
 #   hack/node.sh status [NAME]          exit 0 when its kubelet and containerd run and the Node is Ready
-#   hack/node.sh stop-component kubelet|containerd [NAME] / start-component ...
+#   hack/node.sh stop-component kubelet|containerd [NAME] / start-component ... / kill-component ... (SIGKILL)
 #   hack/node.sh ctr [NAME] ARGS...     containerd's ctr against the node's containerd (e.g. `-n k8s.io images ls`)
 #
 # Environment: NODE_HOST_PLUGINS=0 (node-1 does not bind its kubelet plugin dirs onto /var/lib/kubelet/...),
 # NODE_INSTANCE_TYPE (label node.kubernetes.io/instance-type, default trn2.48xlarge; empty: none),
-# NODE_LABELS (more labels, k=v,...), NODE_IP (the address the API server reaches the kubelet on; default the
-# host's source address). A node's number picks its bridge and pod subnet (node-3: ndra3, 10.244.3.0/24). State
+# NODE_LABELS (more labels, k=v,...), NODE_IMAGES (the images to import, by hack/images.sh name; default all),
+# NODE_IP (the address the API server reaches the kubelet on; default the host's source address). A node's number picks its bridge and pod subnet (node-3: ndra3, 10.244.3.0/24). State
 # lives in target/controlplane/nodes/NAME, so the control plane's `down` also removes it. docs/local-node.md.
 set -euo pipefail
 
@@ -34,6 +34,11 @@ CONTAINERD_BIN="${CACHE_ROOT}/node/containerd/${CONTAINERD_VERSION}/bin"
 # operator leaves the node alone (e.g. next to a simulated fleet whose health a test counts).
 NODE_INSTANCE_TYPE="${NODE_INSTANCE_TYPE-trn2.48xlarge}"
 READY_TIMEOUT="${NODE_READY_TIMEOUT:-120}"
+# Every node's kubelet root directory, as its kubelet, containerd and pods see it (node_namespace below). A config's
+# `driver.kubeletDir` names it for the plugin to run on these nodes.
+NODE_KUBELET_DIR="/var/lib/ndra-kubelet"
+# The pins of the nodes' mount namespaces (one file each).
+NS_PINS="/run/ndra-ns"
 # Name prefix of everything this script creates outside its state dir (cgroups, the bridge, CNI cache entries), so
 # `down` removes exactly those.
 PREFIX="ndra"
@@ -64,6 +69,7 @@ set_node() {
   POD_SUBNET="10.244.${NODE_INDEX}.0/24"
   CNI_NETWORK="${PREFIX}-${NODE_NAME}"
   CONTAINERD_SOCK="${NODE_STATE}/containerd/containerd.sock"
+  NODE_NS="${NS_PINS}/${NODE_NAME}"
 }
 
 # ---------------------------------------------------------------------------
@@ -152,8 +158,10 @@ started_alive() {
 start() {
   local name="$1"; shift
   printf '%s\0' "$@" >"${NODE_STATE}/${name}.args"
-  # The containerd binaries' directory comes first on PATH so containerd finds its own shim.
-  PATH="${CONTAINERD_BIN}:${PATH}" setsid nohup "$@" </dev/null >>"${NODE_STATE}/${name}.log" 2>&1 7>&- 8>&- 9>&- &
+  # The containerd binaries' directory comes first on PATH so containerd finds its own shim. In the node's mount
+  # namespace (nsenter execs the command: the pid is the component's).
+  PATH="${CONTAINERD_BIN}:${PATH}" setsid nohup nsenter --mount="${NODE_NS}" -- "$@" </dev/null \
+    >>"${NODE_STATE}/${name}.log" 2>&1 7>&- 8>&- 9>&- &
   echo $! >"${NODE_STATE}/${name}.pid"
 }
 
@@ -225,6 +233,17 @@ default_node_ip() {
   [[ -n "${ip}" ]] || ip="$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')"
   [[ -n "${ip}" ]] || die "no IPv4 address for the kubelet; set NODE_IP"
   echo "${ip}"
+}
+
+# The nodes share the host's network, and a host-network pod (a kubelet plugin) listens on its node's ports: node-1
+# takes the host's address, every other node an address of its own on the loopback link (10.243.<n>.1; not in
+# 127/8, which a kubelet refuses as its node IP), so two plugins bind one port each on their node's address (the pod
+# IP of a host-network pod is its node's).
+node_address() {
+  if ((NODE_INDEX == 1)); then default_node_ip; return; fi
+  local address="10.243.${NODE_INDEX}.1"
+  ip addr show dev lo | grep -qF " ${address}/32" || ip addr add "${address}/32" dev lo
+  echo "${address}"
 }
 
 write_configs() {
@@ -351,6 +370,8 @@ EOF
   # unless told otherwise (KEP-5573, cgroup v1 deprecated); 1.34 only warns, and accepts the field.
   # Eviction and image GC thresholds are lowered/raised so a busy developer disk never evicts the test pods or
   # deletes the images imported here (they cannot be pulled back).
+  # nodeLeaseDurationSeconds: the kubelet renews its Lease every quarter of it (2.5s), well inside the control
+  # plane's shortened node-monitor grace period (controlplane.sh), so a live node is never counted unreachable.
   cat >"${NODE_STATE}/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -377,6 +398,8 @@ serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+nodeLeaseDurationSeconds: 10
+nodeStatusUpdateFrequency: 4s
 EOF
 }
 
@@ -402,6 +425,49 @@ remove_cgroup_root() {
     find "${dir%/}${CGROUP_ROOT}" -depth -type d -exec rmdir {} + 2>/dev/null || true
     [[ ! -d "${dir%/}${CGROUP_ROOT}" ]] || log "could not remove ${dir%/}${CGROUP_ROOT} (tasks left in it?)"
   done
+}
+
+# More than one node per host, each with its own kubelet directory at the same path. A kubelet plugin's DaemonSet
+# mounts `<kubeletDir>/plugins` and `plugins_registry` from the host, one path for every node, and tells the kubelet
+# the path of its socket there, which the kubelet opens. So each node's kubelet and containerd (and with it runc,
+# which resolves a pod's hostPath, and the containers) run in a mount namespace of the node's own, in which the
+# node's kubelet directory in the state dir is bind-mounted onto NODE_KUBELET_DIR: the kubelet runs with that
+# root dir, and a plugin with `driver.kubeletDir: /var/lib/ndra-kubelet` on node-2 mounts node-2's directories.
+# Everything else is the host's (`unshare --propagation unchanged`: mounts stay shared with it), except that
+# NODE_KUBELET_DIR is a private mount point on the host, so a node's bind onto it (and the kubelet's pod volumes
+# below it) stay in that node's namespace. The namespace is pinned to a file in NS_PINS (a private mount too, as
+# unshare requires), so it outlives a kubelet or containerd restart (`stop-component`/`start-component`); `down`
+# unpins it once the node's processes are gone. docs/local-node.md.
+private_mount_point() {
+  mkdir -p "$1"
+  mountpoint -q "$1" || mount --bind "$1" "$1"
+  mount --make-private "$1"
+}
+
+node_namespace() {
+  command -v unshare >/dev/null && command -v nsenter >/dev/null || die "missing: apt-get install -y util-linux"
+  private_mount_point "${NS_PINS}"
+  private_mount_point "${NODE_KUBELET_DIR}"
+  mkdir -p "${NODE_STATE}/kubelet"
+  if [[ -e "${NODE_NS}" ]]; then umount "${NODE_NS}" 2>/dev/null || true; fi
+  touch "${NODE_NS}"
+  unshare --mount="${NODE_NS}" --propagation unchanged -- mount --bind "${NODE_STATE}/kubelet" "${NODE_KUBELET_DIR}"
+}
+
+# Once no process of the node is left: the namespace and its mounts go with its pin.
+unpin_node_namespace() {
+  if [[ -e "${NODE_NS}" ]]; then
+    umount "${NODE_NS}" 2>/dev/null || umount -l "${NODE_NS}" 2>/dev/null || log "could not unpin ${NODE_NS}"
+    rm -f "${NODE_NS}"
+  fi
+  # The last node takes the host's private mount points with it.
+  if ! compgen -G "${NS_PINS}/*" >/dev/null; then
+    local m
+    for m in "${NODE_KUBELET_DIR}" "${NS_PINS}"; do
+      if mountpoint -q "${m}"; then umount "${m}" 2>/dev/null || umount -l "${m}" 2>/dev/null || true; fi
+      rmdir "${m}" 2>/dev/null || true
+    done
+  fi
 }
 
 # The Neuron DRA driver's DaemonSet (like every kubelet plugin's) mounts the kubelet's plugin directories from the
@@ -528,7 +594,7 @@ cmd_up() {
     route_kubernetes_service
     # Images of changed sources (the operator after an edit, say) are built and imported again; unchanged ones
     # are imported as they are, which takes a second each.
-    "${REPO_ROOT}/hack/images.sh" import "${CONTAINERD_BIN}/ctr" "${CONTAINERD_SOCK}"
+    import_images
     return 0
   fi
   if [[ -d "${NODE_STATE}" ]]; then
@@ -547,26 +613,27 @@ cmd_up() {
   mkdir -p "${NODE_STATE}/containerd"
   grant_apiserver_kubelet_access
 
-  local node_ip="${NODE_IP:-$(default_node_ip)}" kubelet_port healthz_port
+  local node_ip="${NODE_IP:-$(node_address)}" kubelet_port healthz_port
   read -r kubelet_port healthz_port <<<"$(free_ports 2 0.0.0.0)"
   echo "${healthz_port}" >"${NODE_STATE}/healthz.port"
   write_configs "${node_ip}" "${kubelet_port}" "${healthz_port}"
   make_cgroup_root
   bind_host_plugin_dirs
+  node_namespace
   route_kubernetes_service
 
   start containerd "${CONTAINERD_BIN}/containerd" --config "${NODE_STATE}/containerd/config.toml"
   WAIT_COMPONENT=containerd wait_until "containerd" containerd_ready
   # Builds what changed, then imports every image a node runs: containerd's state, and so its images, go with the
   # node at `down`.
-  "${REPO_ROOT}/hack/images.sh" import "${CONTAINERD_BIN}/ctr" "${CONTAINERD_SOCK}"
+  import_images
 
   local labels="${NODE_INSTANCE_TYPE:+node.kubernetes.io/instance-type=${NODE_INSTANCE_TYPE}}"
   labels="${labels}${labels:+${NODE_LABELS:+,}}${NODE_LABELS:-}"
   start kubelet "$(kubelet_bin)" \
     --config="${NODE_STATE}/kubelet.yaml" \
     --kubeconfig="${NODE_STATE}/kubelet.kubeconfig" \
-    --root-dir="${NODE_STATE}/kubelet" \
+    --root-dir="${NODE_KUBELET_DIR}" \
     --cert-dir="${NODE_STATE}/pki" \
     --hostname-override="${NODE_NAME}" \
     --node-ip="${node_ip}" \
@@ -577,6 +644,13 @@ cmd_up() {
   clear_not_ready_taint
   log "${NODE_NAME} Ready in $((SECONDS - start))s (kubelet $(kube_version) on ${node_ip}:${kubelet_port}," \
     "containerd ${CONTAINERD_VERSION}, pods in ${POD_SUBNET}; logs in ${NODE_STATE}/*.log)"
+}
+
+# NODE_IMAGES (names, space-separated): only those, e.g. without the operator image, whose static build is the
+# slowest step of a first `up`; default every image a node runs.
+import_images() {
+  # shellcheck disable=SC2086 # a list of names
+  "${REPO_ROOT}/hack/images.sh" import "${CONTAINERD_BIN}/ctr" "${CONTAINERD_SOCK}" ${NODE_IMAGES:-}
 }
 
 lock_node() {
@@ -623,6 +697,7 @@ teardown() {
     kill -KILL "${pid}" 2>/dev/null || true
   done
   unbind_host_plugin_dirs
+  unpin_node_namespace
   local m mounts
   mounts="$(mounts_under "${NODE_STATE}")" || die "cannot read the mount table"
   while read -r m; do
@@ -630,6 +705,7 @@ teardown() {
     umount "${m}" 2>/dev/null || umount -l "${m}" 2>/dev/null || log "could not unmount ${m}"
   done <<<"${mounts}"
   if ip link show "${BRIDGE}" >/dev/null 2>&1; then ip link delete "${BRIDGE}" 2>/dev/null || true; fi
+  if ((NODE_INDEX > 1)); then ip addr del "10.243.${NODE_INDEX}.1/32" dev lo 2>/dev/null || true; fi
   # libcni caches each attachment's result in /var/lib/cni/results (not configurable through containerd), named by
   # network and sandbox: the node's network, and containerd's loopback network for each of its sandboxes.
   rm -f /var/lib/cni/results/"${CNI_NETWORK}"-* 2>/dev/null || true
@@ -702,6 +778,20 @@ cmd_stop_component() {
   log "$1 of ${NODE_NAME} stopped"
 }
 
+# As a power loss does: SIGKILL, no chance to clean up (containers and their shims keep running, as nothing on a
+# dead host would tell anyone otherwise; the kubelet's next start finds them).
+cmd_kill_component() {
+  component "$1"
+  set_node "${2:-}"
+  [[ -d "${NODE_STATE}" ]] || die "${NODE_NAME} is not running: run '$0 up ${NODE_NAME}'"
+  lock_node
+  local pid
+  pid="$(live_pid "$1")" || die "$1 of ${NODE_NAME} is not running"
+  kill -KILL "${pid}"
+  while kill -0 "${pid}" 2>/dev/null; do sleep 0.1; done
+  log "$1 of ${NODE_NAME} killed"
+}
+
 cmd_start_component() {
   component "$1"
   set_node "${2:-}"
@@ -729,6 +819,7 @@ main() {
     status) cmd_status "$@" ;;
     stop-component) cmd_stop_component "${1:-}" "${2:-}" ;;
     start-component) cmd_start_component "${1:-}" "${2:-}" ;;
+    kill-component) cmd_kill_component "${1:-}" "${2:-}" ;;
     ctr)
       local name=node-1
       if [[ "${1:-}" =~ -[0-9]+$ ]]; then name="$1"; shift; fi

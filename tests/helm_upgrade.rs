@@ -42,7 +42,7 @@ use support::tools::{self, temp_dir};
 
 const CHART: &str = "charts/neuron-dra-operator";
 /// The policies' install variables: the allow-list and the operator, which the install sets.
-const INSTALL_VARIABLES: [&str; 3] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
+const INSTALL_VARIABLES: [&str; 4] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 /// The earlier layout's files (from the last commit before the plugin's ClusterRole and fences were installed
 /// statically).
 const PREVIOUS: &str = "tests/fixtures/previous-layout";
@@ -175,8 +175,13 @@ async fn a_release_with_an_older_crd_upgrades_to_this_chart_and_its_config_survi
     );
 
     // The config survived, as it was.
-    let after = get("ndc", &name, None);
+    let mut after = get("ndc", &name, None);
     assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
+    // Fields the new schema adds with a default appear with it (the API server defaults what it reads).
+    if before["spec"]["driver"].get("kubeletDir").is_none() {
+        let added = after["spec"]["driver"].as_object_mut().unwrap().remove("kubeletDir");
+        assert_eq!(added, Some(json!("/var/lib/kubelet")), "driver.kubeletDir defaulted");
+    }
     assert_eq!(after["spec"], before["spec"]);
     // Nothing restarted: the Deployment was not even patched.
     assert_eq!(deployment_state(&fullname, &namespace), (generation.clone(), template.clone(), replica_sets.clone()));

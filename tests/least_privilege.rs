@@ -103,8 +103,10 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
     // The operator's policy and the plugin-pods fence both refuse a foreign image, in either order: both say so.
     let images =
         "may only run images from public.ecr.aws/neuron/neuron-dra-driver, localhost/neuron-dra/neuron-dra-driver";
-    let host_paths = "the operator may only mount the kubelet plugin's host paths (/var/lib/kubelet/plugins, /var/lib/kubelet/plugins_registry, /var/run/cdi)";
-    let attacks: [(&str, &str, Value, &str); 9] = [
+    let host_paths = "the operator may only mount the kubelet plugin's host paths (/var/lib/kubelet/plugins, \
+        /var/lib/ndra-kubelet/plugins, /var/lib/kubelet/plugins_registry, /var/lib/ndra-kubelet/plugins_registry, \
+        /var/run/cdi)";
+    let attacks: [(&str, &str, Value, &str); 10] = [
         ("hostpid", pod, json!({"hostPID": true}), "the operator may not run a DaemonSet with hostPID or hostIPC"),
         ("hostipc", pod, json!({"hostIPC": true}), "the operator may not run a DaemonSet with hostPID or hostIPC"),
         ("privileged", container, json!({"securityContext": {"privileged": true}}), PRIVILEGE_RULE),
@@ -113,6 +115,13 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
         ("lookalike", container, json!({"image": "public.ecr.aws/neuron/neuron-dra-driver-evil:1"}), images),
         ("init", pod, json!({"initContainers": [{"name": "x", "image": "example.com/evil:1"}]}), images),
         ("root", "/spec/template/spec/volumes/0", json!({"hostPath": {"path": "/"}}), host_paths),
+        // Another kubelet directory than the install's kubeletDirs.
+        (
+            "kubelet",
+            "/spec/template/spec/volumes/0",
+            json!({"hostPath": {"path": "/var/lib/k0s/kubelet/plugins"}}),
+            host_paths,
+        ),
         ("account", pod, json!({"serviceAccountName": "default"}), DAEMON_SET_RULE),
     ];
     for (suffix, at, change, rule) in attacks {

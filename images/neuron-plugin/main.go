@@ -88,7 +88,9 @@ func run(ctx context.Context) error {
 	healthServer := health.NewServer()
 	healthServer.SetServingStatus(livenessService, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthServer.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	listener, err := net.Listen("tcp", net.JoinHostPort("", healthPort))
+	// HEALTHCHECK_ADDRESS (a test's driver.env, say status.podIP): local nodes share the host's network, so two
+	// host-network plugins on one host each bind their node's address rather than every address.
+	listener, err := net.Listen("tcp", net.JoinHostPort(os.Getenv("HEALTHCHECK_ADDRESS"), healthPort))
 	if err != nil {
 		return fmt.Errorf("health port: %w", err)
 	}

@@ -1,6 +1,28 @@
 //! `spec.driver`: the kubelet-plugin DaemonSet.
 
 use super::{DNS_LABEL, IMAGE_REF, RolloutPolicy, default_driver_image, default_driver_namespace};
+
+/// Where kubelets keep their root directory unless told otherwise.
+pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
+
+fn default_kubelet_dir() -> String {
+    DEFAULT_KUBELET_DIR.to_string()
+}
+
+/// `driver.kubeletDir`: absolute, no empty, `.` or `..` component, no trailing slash (the DaemonSet's host paths and
+/// the fences compare it as a string, so one directory has one spelling).
+const KUBELET_DIR_RULE: &str = "self.matches('^(/[^/]+)+$') && !self.matches('(^|/)[.][.]?(/|$)')";
+const KUBELET_DIR_MESSAGE: &str =
+    "must be an absolute directory path without a trailing slash, '//', '.' or '..' (e.g. /var/lib/kubelet)";
+
+/// `KUBELET_DIR_RULE`, for `render` (offline): the reason when `dir` breaks it.
+pub fn kubelet_dir_problem(dir: &str) -> Option<&'static str> {
+    let components: Vec<&str> = dir.split('/').collect();
+    let ok = components.len() >= 2
+        && components[0].is_empty()
+        && components[1..].iter().all(|c| !c.is_empty() && *c != "." && *c != "..");
+    (!ok).then_some(KUBELET_DIR_MESSAGE)
+}
 use k8s_openapi::api::core::v1::{EnvVar, LocalObjectReference, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::KubeSchema;
@@ -30,6 +52,16 @@ pub struct DriverSpec {
     #[schemars(default = "default_driver_namespace")]
     #[validate(length(min = 1, max = 63), regex(path = *DNS_LABEL))]
     pub namespace: String,
+
+    /// The kubelet's root directory on the nodes (its `--root-dir`): the plugin registers in `plugins_registry` and
+    /// serves in `plugins` below it. `/var/lib/kubelet` unless the distribution moves it (k0s:
+    /// `/var/lib/k0s/kubelet`, MicroK8s: `/var/snap/microk8s/common/var/lib/kubelet`). The install's fences allow
+    /// only the directories they list (`kubeletDirs`).
+    #[serde(default = "default_kubelet_dir")]
+    #[schemars(default = "default_kubelet_dir")]
+    #[x_kube(validation = Rule::new(KUBELET_DIR_RULE).message(KUBELET_DIR_MESSAGE))]
+    #[validate(length(min = 2, max = 256))]
+    pub kubelet_dir: String,
 
     /// Secrets for pulling the image from a private mirror.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -73,6 +105,7 @@ impl Default for DriverSpec {
             image: default_driver_image(),
             image_pull_policy: ImagePullPolicy::default(),
             namespace: default_driver_namespace(),
+            kubelet_dir: default_kubelet_dir(),
             image_pull_secrets: Vec::new(),
             priority_class_name: None,
             tolerations: Vec::new(),

@@ -19,6 +19,9 @@ pub const LEGACY_DEVICE_PLUGIN_RESOURCES: [&str; 2] = ["aws.amazon.com/neuron", 
 /// The EKS node monitoring agent's condition for GPUs and Neuron devices (False: a problem).
 pub const ACCELERATED_HARDWARE_READY: &str = "AcceleratedHardwareReady";
 
+/// The kubelet's condition: Unknown once the node-lifecycle controller has heard nothing for its grace period.
+pub const NODE_READY: &str = "Ready";
+
 /// A Node: labels (in metadata) and what its kubelet and node problem detector report.
 #[derive(Resource, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[resource(inherit = "Node")]
@@ -35,12 +38,20 @@ pub struct NodeStatusView {
     /// Only whether the legacy device plugin's resources are there is read: only their keys are kept.
     #[serde(default, deserialize_with = "legacy_keys_only")]
     pub allocatable: Vec<String>,
-    /// Only the hardware-health conditions health and remediation read are kept (a node's other conditions, with
-    /// their messages, would cost more than the rest of its view).
+    /// Only the hardware-health conditions health and remediation read are kept, and `Ready` when it is not True
+    /// (a node's other conditions, with their messages, would cost more than the rest of its view).
     #[serde(default, deserialize_with = "health_conditions_only")]
     pub conditions: Vec<ConditionView>,
     #[serde(default)]
     pub node_info: NodeInfoView,
+}
+
+impl NodeView {
+    /// The node's `Ready` condition when it is not True (a stopped or unreachable kubelet, a failing runtime): its
+    /// devices take no new pods (the node-lifecycle controller taints it) and its running pods are being evicted.
+    pub fn not_ready(&self) -> Option<&ConditionView> {
+        self.status.conditions.iter().find(|c| c.type_ == NODE_READY)
+    }
 }
 
 impl ConditionView {
@@ -80,7 +91,9 @@ pub struct NodeInfoView {
 }
 
 fn health_conditions_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ConditionView>, D::Error> {
-    conditions_of(deserializer, &[crate::cluster::NEURON_HEALTH, crate::cluster::ACCELERATED_HARDWARE_READY])
+    let mut conditions = conditions_of(deserializer, &[NEURON_HEALTH, ACCELERATED_HARDWARE_READY, NODE_READY])?;
+    conditions.retain(|c| c.type_ != NODE_READY || c.status != "True");
+    Ok(conditions)
 }
 
 fn legacy_keys_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {

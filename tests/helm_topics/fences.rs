@@ -55,7 +55,11 @@ fn the_allow_list_is_the_fence_values_in_the_policies_install_variables() {
     let operator = find(&objects, "ValidatingAdmissionPolicy", "x-neuron-dra-operator");
     assert_eq!(
         install_variables(&operator),
-        BTreeMap::from([("imagePatterns".into(), images.into()), ("namespacePatterns".into(), namespaces.into())])
+        BTreeMap::from([
+            ("imagePatterns".into(), images.into()),
+            ("kubeletDirs".into(), "['/var/lib/kubelet']".into()),
+            ("namespacePatterns".into(), namespaces.into()),
+        ])
     );
     // The operator's policy applies to this release's ServiceAccount (its first match condition).
     assert_eq!(operator["spec"]["matchConditions"][0]["expression"], format!("request.userInfo.username == '{user}'"));
@@ -64,6 +68,7 @@ fn the_allow_list_is_the_fence_values_in_the_policies_install_variables() {
         install_variables(&pods),
         BTreeMap::from([
             ("imagePatterns".into(), images.into()),
+            ("kubeletDirs".into(), "['/var/lib/kubelet']".into()),
             ("namespacePatterns".into(), namespaces.into()),
             ("operators".into(), format!("['{user}']")),
         ])

@@ -45,6 +45,7 @@ fn the_documented_olm_fences_apply() {
             shipped("namespacePatterns", "['neuron-dra-driver']"),
             shipped("imagePatterns", "['public.ecr.aws/neuron/neuron-dra-driver']"),
             shipped("operators", "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']"),
+            shipped("kubeletDirs", "['/var/lib/kubelet']"),
         ]
     );
     assert!(pods["spec"].get("paramKind").is_none(), "{pods}");

@@ -57,11 +57,12 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "neuron-dra-operator.s
 [{{- range $i, $item := . -}}{{- if $i }}, {{ end -}}'{{ $item }}'{{- end -}}]
 {{- end }}
 
-{{/* Sets the install variables of a policy spec from config/rbac (namespacePatterns, imagePatterns, operators) to
-this release's allow-list (fence.*) and ServiceAccount: called with (dict "spec" SPEC "root" $), changes SPEC. */}}
+{{/* Sets the install variables of a policy spec from config/rbac (namespacePatterns, imagePatterns, operators,
+kubeletDirs) to this release's allow-list (fence.*) and ServiceAccount: called with (dict "spec" SPEC "root" $),
+changes SPEC. */}}
 {{- define "neuron-dra-operator.installVariables" -}}
 {{- $root := .root -}}
-{{- $lists := dict "namespacePatterns" $root.Values.fence.driverNamespaces "imagePatterns" $root.Values.fence.imageRepositories "operators" (list (include "neuron-dra-operator.user" $root)) -}}
+{{- $lists := dict "namespacePatterns" $root.Values.fence.driverNamespaces "imagePatterns" $root.Values.fence.imageRepositories "kubeletDirs" $root.Values.fence.kubeletDirs "operators" (list (include "neuron-dra-operator.user" $root)) -}}
 {{- range $variable := .spec.variables -}}
 {{- if hasKey $lists $variable.name -}}
 {{- $_ := set $variable "expression" (include "neuron-dra-operator.celList" (get $lists $variable.name)) -}}

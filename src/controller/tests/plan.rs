@@ -128,6 +128,7 @@ fn the_install_decides_where_and_what_a_plugin_may_run() {
     let allowed = Allowed {
         driver_namespaces: vec!["neuron-dra-driver".into()],
         image_repositories: vec!["public.ecr.aws/neuron/neuron-dra-driver".into()],
+        kubelet_dirs: vec!["/var/lib/kubelet".into()],
     };
     let world = World::with_namespaces(&["team-a", "neuron-dra-driver", "kube-system"]);
     let outside = config(json!({"driver": {"namespace": "kube-system", "image": "example.com/evil:1"}}));

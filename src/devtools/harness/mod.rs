@@ -22,12 +22,14 @@ pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
 pub const OPERATOR_SA: &str = "neuron-dra-operator";
 /// The install variables of config/rbac's policies as shipped, and as the tests widen them: every test's driver
 /// namespace (`<test id>-driver`) and the stand-in plugin's image repository.
-pub const ALLOW_LIST: [(&str, &str); 2] = [
+pub const ALLOW_LIST: [(&str, &str); 3] = [
     ("\"['neuron-dra-driver']\"", "\"['neuron-dra-driver', '*-driver']\""),
     (
         "\"['public.ecr.aws/neuron/neuron-dra-driver']\"",
         "\"['public.ecr.aws/neuron/neuron-dra-driver', 'localhost/neuron-dra/neuron-dra-driver']\"",
     ),
+    // The local real nodes' kubelet directory (hack/node.sh, docs/local-node.md).
+    ("\"['/var/lib/kubelet']\"", "\"['/var/lib/kubelet', '/var/lib/ndra-kubelet']\""),
 ];
 /// Label that ties a test's configs to the operator that test runs (`--config-selector`).
 pub const TEST_LABEL: &str = "neurondra.io/test";

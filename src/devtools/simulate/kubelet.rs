@@ -162,6 +162,7 @@ async fn simulated_nodes(client: &Client) -> (Store<Node>, tokio::task::JoinHand
 /// One pass over every pod; returns how many are on simulated nodes.
 pub async fn kubelet_pass(client: &Client) -> anyhow::Result<usize> {
     let (nodes, task) = simulated_nodes(client).await;
+    super::lease::renew_all(client, nodes.state()).await;
     let pods: Api<Pod> = Api::all(client.clone());
     let list = pods.list(&ListParams::default().fields("spec.nodeName!=")).await?;
     let handled = futures::stream::iter(list.items.iter())
@@ -181,6 +182,8 @@ pub async fn kubelet(client: Client) -> anyhow::Result<()> {
 /// `kubelet`, also playing the kubelet plugin when `plugin` is true (see the module's documentation).
 pub async fn kubelet_with(client: Client, plugin: bool) -> anyhow::Result<()> {
     let (nodes, _task) = simulated_nodes(&client).await;
+    // Aborted with the watch below, when this future is dropped.
+    let heartbeat = AbortOnDrop(tokio::spawn(super::lease::heartbeat(client.clone(), nodes.clone())));
     let pods: Api<Pod> = Api::all(client.clone());
     let stream =
         watcher(pods, watcher::Config::default().fields("spec.nodeName!=")).default_backoff().applied_objects();
@@ -203,7 +206,17 @@ pub async fn kubelet_with(client: Client, plugin: bool) -> anyhow::Result<()> {
             }
         })
         .await;
+    drop(heartbeat);
     Ok(())
+}
+
+/// A spawned task that ends with its owner: a dropped stand-in kubelet stops renewing its nodes' Leases.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 pub(super) async fn force_delete(pods: &Api<Pod>, name: &str) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@
 pub mod devices;
 pub mod fleet;
 mod kubelet;
+pub mod lease;
 
 use kubelet::{force_delete, pod_node, set_plugin_ready};
 pub use kubelet::{kubelet, kubelet_pass, kubelet_with};

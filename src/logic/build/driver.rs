@@ -22,12 +22,18 @@ const CONTAINER_NAME: &str = "kubelet-plugin";
 const PLUGIN_BINARY: &str = "k8s-neuron-dra-driver";
 const APP_LABEL: &str = "app.kubernetes.io/name";
 const APP_NAME: &str = "neuron-dra-driver";
-/// The kubelet directories the plugin registers through and the CDI specs it writes.
-const HOST_PATHS: [(&str, &str); 3] = [
-    ("plugins", "/var/lib/kubelet/plugins"),
-    ("plugins-registry", "/var/lib/kubelet/plugins_registry"),
-    ("cdi", "/var/run/cdi"),
-];
+const CDI_ROOT: &str = "/var/run/cdi";
+
+/// The kubelet directories the plugin registers through (below `driver.kubeletDir`) and the CDI specs it writes,
+/// as (volume name, host path). Mounted at the same paths in the container: the plugin tells the kubelet its
+/// socket's path, which the kubelet opens on the host.
+fn host_paths(kubelet_dir: &str) -> [(&'static str, String); 3] {
+    [
+        ("plugins", format!("{kubelet_dir}/plugins")),
+        ("plugins-registry", format!("{kubelet_dir}/plugins_registry")),
+        ("cdi", CDI_ROOT.to_string()),
+    ]
+}
 
 /// The kubelet plugin's ClusterRole (AWS's chart's rules), installed once with the operator (config/rbac/
 /// plugin_role.yaml). The operator never writes it: it only binds it to each config's plugin ServiceAccount, which
@@ -107,14 +113,11 @@ pub fn daemon_set(config: &ValidatedConfig) -> DaemonSet {
                     affinity: Some(crate::logic::nodes::affinity(&config.spec)),
                     containers: vec![container(config)],
                     volumes: Some(
-                        HOST_PATHS
-                            .iter()
+                        host_paths(&driver.kubelet_dir)
+                            .into_iter()
                             .map(|(name, path)| Volume {
                                 name: name.to_string(),
-                                host_path: Some(HostPathVolumeSource {
-                                    path: path.to_string(),
-                                    type_: Some("DirectoryOrCreate".into()),
-                                }),
+                                host_path: Some(HostPathVolumeSource { path, type_: Some("DirectoryOrCreate".into()) }),
                                 ..Volume::default()
                             })
                             .collect(),
@@ -151,7 +154,7 @@ fn container(config: &ValidatedConfig) -> Container {
         image: Some(driver.image.clone()),
         image_pull_policy: Some(driver.image_pull_policy.as_str().into()),
         command: Some(vec![PLUGIN_BINARY.into()]),
-        env: Some(merge_env(default_env(), &driver.env)),
+        env: Some(merge_env(default_env(&driver.kubelet_dir), &driver.env)),
         resources: Some(driver.resources.clone().unwrap_or_else(default_resources)),
         liveness_probe: Some(Probe {
             grpc: Some(GRPCAction { port: HEALTHCHECK_PORT, service: Some("liveness".into()) }),
@@ -172,13 +175,9 @@ fn container(config: &ValidatedConfig) -> Container {
             ..Probe::default()
         }),
         volume_mounts: Some(
-            HOST_PATHS
-                .iter()
-                .map(|(name, path)| VolumeMount {
-                    name: name.to_string(),
-                    mount_path: path.to_string(),
-                    ..VolumeMount::default()
-                })
+            host_paths(&driver.kubelet_dir)
+                .into_iter()
+                .map(|(name, path)| VolumeMount { name: name.to_string(), mount_path: path, ..VolumeMount::default() })
                 .collect(),
         ),
         ..Container::default()
@@ -192,14 +191,14 @@ fn field_ref(path: &str) -> Option<EnvVarSource> {
     })
 }
 
-fn default_env() -> Vec<EnvVar> {
+fn default_env(kubelet_dir: &str) -> Vec<EnvVar> {
     let value = |name: &str, value: &str| EnvVar { name: name.into(), value: Some(value.into()), value_from: None };
     vec![
         EnvVar { name: "NODE_NAME".into(), value: None, value_from: field_ref("spec.nodeName") },
         EnvVar { name: "POD_UID".into(), value: None, value_from: field_ref("metadata.uid") },
-        value("CDI_ROOT", "/var/run/cdi"),
-        value("KUBELET_REGISTRAR_DIRECTORY_PATH", "/var/lib/kubelet/plugins_registry"),
-        value("KUBELET_PLUGINS_DIRECTORY_PATH", "/var/lib/kubelet/plugins"),
+        value("CDI_ROOT", CDI_ROOT),
+        value("KUBELET_REGISTRAR_DIRECTORY_PATH", &format!("{kubelet_dir}/plugins_registry")),
+        value("KUBELET_PLUGINS_DIRECTORY_PATH", &format!("{kubelet_dir}/plugins")),
         value("HEALTHCHECK_PORT", &HEALTHCHECK_PORT.to_string()),
     ]
 }

@@ -341,7 +341,8 @@ pub fn assess(inputs: &Inputs) -> Vec<TemplateCapacity> {
         claims.iter().map(|claim| claim.choices.iter().map(|c| selector(c, &pins)).collect()).collect();
     let mut available = vec![0; claims.len()];
     let (mut node, mut scratch) = (NodeDevices::default(), Vec::new());
-    for name in inputs.nodes.iter().filter_map(|n| n.metadata.name.as_deref()) {
+    // A node that is not Ready is tainted against new pods (node-lifecycle controller): none of its room counts.
+    for name in inputs.nodes.iter().filter(|n| n.not_ready().is_none()).filter_map(|n| n.metadata.name.as_deref()) {
         let neuron = inputs.slices.get(name).into_iter().flatten();
         let efa = inputs.efa_slices.get(name).into_iter().flatten();
         node.fill(neuron.chain(efa).map(Arc::as_ref), &allocated, inputs.taint_rules, &pins);

@@ -40,15 +40,22 @@ fn a_driver_outside_the_install_is_refused_field_by_field() {
     let allowed = Allowed {
         driver_namespaces: vec!["neuron-dra-driver".into()],
         image_repositories: vec!["public.ecr.aws/neuron/neuron-dra-driver".into()],
+        kubelet_dirs: vec!["/var/lib/kubelet".into()],
     };
     let driver: DriverSpec = serde_json::from_value(json!({})).unwrap();
     assert!(allowed.refusals(&driver).is_empty(), "the defaults are allowed");
-    let driver: DriverSpec =
-        serde_json::from_value(json!({"namespace": "kube-system", "image": "example.com/evil:1"})).unwrap();
+    let driver: DriverSpec = serde_json::from_value(
+        json!({"namespace": "kube-system", "image": "example.com/evil:1", "kubeletDir": "/etc"}),
+    )
+    .unwrap();
     let refusals = allowed.refusals(&driver);
     assert_eq!(
         refusals.iter().map(|(path, _)| *path).collect::<Vec<_>>(),
-        ["spec.driver.namespace", "spec.driver.image"]
+        ["spec.driver.namespace", "spec.driver.image", "spec.driver.kubeletDir"]
+    );
+    assert_eq!(
+        refusals[2].1,
+        "/etc is not a kubelet directory this install allows (/var/lib/kubelet; the fences' kubeletDirs)"
     );
     assert!(refusals[0].1.starts_with("kube-system is not a driver namespace this install allows (neuron-dra-driver;"));
     assert!(Allowed::default().refusals(&driver).is_empty(), "no lists, no checks");
@@ -60,6 +67,7 @@ fn the_shipped_fences_as_stored_pass() {
     let allowed = judge(&stored()).unwrap();
     assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver"]);
     assert_eq!(allowed.image_repositories, ["public.ecr.aws/neuron/neuron-dra-driver"]);
+    assert_eq!(allowed.kubelet_dirs, ["/var/lib/kubelet"]);
 }
 
 /// The install sets its own namespaces, repositories and operator; the operator reads them, and refuses what it
@@ -74,8 +82,10 @@ fn the_install_variables_may_differ_and_are_read() {
     let mut found = stored();
     set(&mut found, "namespacePatterns", "['neuron-dra-driver', \"*-driver\"]");
     set(&mut found, "operators", "['system:serviceaccount:ops:operator']");
+    set(&mut found, "kubeletDirs", "['/var/lib/kubelet', '/var/lib/k0s/kubelet']");
     let allowed = judge(&found).unwrap();
     assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver", "*-driver"]);
+    assert_eq!(allowed.kubelet_dirs, ["/var/lib/kubelet", "/var/lib/k0s/kubelet"]);
     set(&mut found, "imagePatterns", "['a'].map(r, r + 'b')");
     let error = judge(&found).unwrap_err();
     assert!(

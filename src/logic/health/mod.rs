@@ -26,6 +26,8 @@ pub const KUBELET_DRA_REGRESSION: &str = "KubeletDRARegression";
 /// The EKS node monitoring agent's `AcceleratedHardwareReady=False`, as a node issue.
 pub const ACCELERATED_HARDWARE_NOT_READY: &str = "AcceleratedHardwareNotReady";
 pub const DRIVER_VERSION_MISMATCH: &str = "DriverVersionMismatch";
+/// A node whose kubelet's `Ready` is not True (stopped, unreachable, lost): its devices are counted unhealthy.
+pub const NODE_NOT_READY: &str = "NodeNotReady";
 
 /// What the cluster shows, indexed for one assessment.
 pub struct Inputs<'a> {
@@ -85,6 +87,15 @@ pub fn assess(inputs: &Inputs) -> Assessment {
         node_issues(node, inputs, &mut issues);
 
         let slices = inputs.slices.get(name).map(Vec::as_slice).unwrap_or_default();
+        if let Some(condition) = node.not_ready() {
+            // Its slices stay published (nothing on the node can withdraw them), but nothing new can use them.
+            let published = slices.iter().flat_map(|s| s.spec.devices.iter()).filter(|d| d.is_neuron_device()).count();
+            let gone = expected.max(published as i64);
+            summary.total += gone;
+            summary.unhealthy += gone;
+            issues.push(issue(name, NODE_NOT_READY, not_ready_message(condition, gone)));
+            continue;
+        }
         if slices.is_empty() {
             summary.total += expected;
             summary.unhealthy += expected;
@@ -184,6 +195,14 @@ pub fn assess(inputs: &Inputs) -> Assessment {
         unhealthy,
         affected_claims,
     }
+}
+
+fn not_ready_message(condition: &crate::cluster::ConditionView, devices: i64) -> String {
+    let reason = condition.reason.as_deref().unwrap_or("no reason given");
+    format!(
+        "node not Ready ({}, {reason}): its {devices} Neuron devices are unavailable until its kubelet reports again",
+        condition.status
+    )
 }
 
 fn issue(node: &str, reason: &str, message: String) -> NodeIssue {

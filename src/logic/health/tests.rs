@@ -285,3 +285,27 @@ fn versions_and_regressions_parse() {
     assert!(!kubelet_has_dra_regression("v1.34.10"));
     assert!(!kubelet_has_dra_regression("v1.34.2"));
 }
+
+#[test]
+fn a_node_that_stopped_reporting_counts_its_devices_gone_and_says_so() {
+    let mut world = World::new(&[fleet("a", "trn2.48xlarge")]);
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "a-1"}, "status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status."},
+        {"type": "MemoryPressure", "status": "Unknown"},
+    ]}}))
+    .unwrap();
+    let labels = world.node_mut("a-1").metadata.labels.clone();
+    *world.node_mut("a-1") = node_view(&node);
+    world.node_mut("a-1").metadata.labels = labels;
+    let health = world.assess().health;
+    assert_eq!(health.summary, DeviceSummary { nodes: 2, total: 32, healthy: 16, unhealthy: 16 });
+    assert_eq!(health.node_issues.len(), 1, "{:?}", health.node_issues);
+    let issue = &health.node_issues[0];
+    assert_eq!((issue.node.as_str(), issue.reason.as_str()), ("a-1", NODE_NOT_READY));
+    assert_eq!(
+        issue.message,
+        "node not Ready (Unknown, NodeStatusUnknown): its 16 Neuron devices are unavailable until its kubelet reports again"
+    );
+    // A Ready node keeps no Ready condition in its view (a fleet's worth of messages).
+    assert!(world.node_mut("a-0").status.conditions.is_empty());
+}

@@ -114,7 +114,10 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
             errors.push(FieldError::new(format!("{path}.ultraServerNodes"), NODE_ENTRIES_OVER_DEVICES));
         }
     }
-    // The rollout and remediation policies' CEL rules.
+    // The rollout and remediation policies' CEL rules, and driver.kubeletDir's.
+    if let Some(reason) = crate::api::kubelet_dir_problem(&config.spec.driver.kubelet_dir) {
+        errors.push(FieldError::new("spec.driver.kubeletDir", reason));
+    }
     errors.extend(crate::api::rollout_problems(&config.spec.driver).into_iter().map(|(p, r)| FieldError::new(p, r)));
     let remediation = crate::api::remediation_problems(config.spec.remediation.as_ref());
     errors.extend(remediation.into_iter().map(|(p, r)| FieldError::new(p, r)));

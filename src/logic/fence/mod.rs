@@ -6,7 +6,7 @@
 //! it: the operator may only read them, by name. The API server adds defaults to what it stores, so a fence is
 //! judged by what the shipped file sets (every field of it, with the same value; lists of the same length) and by
 //! the fields that would narrow it, which the file leaves out and must stay empty. The variables the install sets
-//! (`INSTALL_VARIABLES`: the driver namespaces, image repositories and operator) may differ; the operator reads
+//! (`INSTALL_VARIABLES`: the driver namespaces, image repositories, kubelet directories and operator) may differ; the operator reads
 //! its allow-list from them.
 
 use serde_json::Value;
@@ -14,11 +14,11 @@ use serde_json::Value;
 use crate::api::DriverSpec;
 
 /// The shipped policies, in order: what a plugin may write, and who may start one.
-const POLICIES: &str = include_str!("../../config/rbac/plugin_fence.yaml");
-const BINDINGS: &str = include_str!("../../config/rbac/plugin_fence_binding.yaml");
+const POLICIES: &str = include_str!("../../../config/rbac/plugin_fence.yaml");
+const BINDINGS: &str = include_str!("../../../config/rbac/plugin_fence_binding.yaml");
 
 /// The policy variables whose expressions the install sets (a list of strings each), not the shipped file.
-pub const INSTALL_VARIABLES: [&str; 3] = ["namespacePatterns", "imagePatterns", "operators"];
+pub const INSTALL_VARIABLES: [&str; 4] = ["namespacePatterns", "imagePatterns", "operators", "kubeletDirs"];
 
 /// One fence as read from the server: the policy and the binding of its name (None when missing).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -118,7 +118,11 @@ fn judge_one(expected_policy: &Value, expected_binding: &Value, found: &Found) -
     let variables = install_variables(&policy["spec"])?;
     let allowed = (!variables.is_empty()).then(|| {
         let list = |name: &str| variables.iter().find(|(n, _)| n == name).map(|(_, l)| l.clone()).unwrap_or_default();
-        Allowed { driver_namespaces: list("namespacePatterns"), image_repositories: list("imagePatterns") }
+        Allowed {
+            driver_namespaces: list("namespacePatterns"),
+            image_repositories: list("imagePatterns"),
+            kubelet_dirs: list("kubeletDirs"),
+        }
     });
     judge_binding(expected_binding, binding).map_or(Ok(allowed), Err)
 }
@@ -192,6 +196,8 @@ pub struct Allowed {
     pub driver_namespaces: Vec<String>,
     /// Image repositories: `R` allows `R:tag` and `R@digest`; `prefix*` allows any image that starts with prefix.
     pub image_repositories: Vec<String>,
+    /// Kubelet root directories, exactly: the DaemonSet mounts `plugins` and `plugins_registry` below one.
+    pub kubelet_dirs: Vec<String>,
 }
 
 impl Allowed {
@@ -217,6 +223,17 @@ impl Allowed {
                     "{} is not from a repository this install allows ({}; the fences' imagePatterns)",
                     driver.image,
                     images.join(", ")
+                ),
+            ));
+        }
+        let dirs = &self.kubelet_dirs;
+        if !dirs.is_empty() && !dirs.contains(&driver.kubelet_dir) {
+            refusals.push((
+                "spec.driver.kubeletDir",
+                format!(
+                    "{} is not a kubelet directory this install allows ({}; the fences' kubeletDirs)",
+                    driver.kubelet_dir,
+                    dirs.join(", ")
                 ),
             ));
         }
