@@ -15,8 +15,9 @@ mod support {
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
+use neuron_dra_operator::devtools::simulate::fleet::SIMULATED_LABEL;
 use serde_json::{Value, json};
 use support::cluster::{self, eventually, https_get, kubectl, kubectl_with, metrics_reader_token, repo};
 use support::scenario::Scenario;
@@ -83,11 +84,13 @@ async fn ready_pods(s: &Scenario, namespace: &str, selector: &str, replicas: usi
 /// in `driver_namespace` (one the installation's allow-list names) reconciled.
 async fn check_installation(s: &Scenario, namespace: &str, selector: &str, replicas: usize, driver_namespace: &str) {
     let ips = ready_pods(s, namespace, selector, replicas).await;
-    let node = node::name(&s.client).await;
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
     for pod in pods.list(&ListParams::default().labels(selector)).await.unwrap().items {
         let spec = pod.spec.unwrap();
-        assert_eq!(spec.node_name.as_deref(), Some(node.as_str()));
+        // On a real node (node-1 or node-2 of `make test-node`), not a simulated one a failed test left.
+        let on = spec.node_name.clone().expect("a Ready pod is bound");
+        let node = Api::<Node>::all(s.client.clone()).get(&on).await.unwrap();
+        assert!(!node.metadata.labels.unwrap_or_default().contains_key(SIMULATED_LABEL), "{on} is simulated");
         let container = &spec.containers[0];
         assert!(container.image.as_deref().unwrap().starts_with(IMAGE_REPOSITORY), "{:?}", container.image);
         assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
