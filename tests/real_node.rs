@@ -38,19 +38,8 @@ fn spec(node: &str, tag: &str, namespace: &str, profiles: &Value, extra: &Value)
         "templates": {"namespaces": [namespace]},
         "profiles": profiles,
     });
-    merge(&mut spec, extra);
+    node::merge(&mut spec, extra);
     spec
-}
-
-fn merge(into: &mut Value, from: &Value) {
-    match (into, from) {
-        (Value::Object(into), Value::Object(from)) => {
-            for (key, value) in from {
-                merge(into.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-        (into, from) => *into = from.clone(),
-    }
 }
 
 /// Applies the test's config (`spec`) in a new namespace of the test, once the plugin pods of earlier tests have

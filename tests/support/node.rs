@@ -150,3 +150,16 @@ pub fn env_value<'a>(env: &'a [String], name: &str) -> Option<&'a str> {
 pub fn describe(namespaces: &[&str]) -> String {
     namespaces.iter().map(|ns| kubectl(&["describe", "pods", "-n", ns])).collect::<Vec<_>>().join("\n")
 }
+
+/// `from` merged into `into`, object by object (a config spec and a test's additions to it).
+pub fn merge(into: &mut serde_json::Value, from: &serde_json::Value) {
+    use serde_json::Value;
+    match (into, from) {
+        (Value::Object(into), Value::Object(from)) => {
+            for (key, value) in from {
+                merge(into.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (into, from) => *into = from.clone(),
+    }
+}

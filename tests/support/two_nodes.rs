@@ -59,19 +59,8 @@ pub fn spec(tag: &str, namespace: &str, profiles: &Value, extra: &Value) -> Valu
         "templates": {"namespaces": [namespace]},
         "profiles": profiles,
     });
-    merge(&mut spec, extra);
+    node::merge(&mut spec, extra);
     spec
-}
-
-fn merge(into: &mut Value, from: &Value) {
-    match (into, from) {
-        (Value::Object(into), Value::Object(from)) => {
-            for (key, value) in from {
-                merge(into.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-        (into, from) => *into = from.clone(),
-    }
 }
 
 /// Applies the test's config once earlier plugins are gone from both nodes, with their slices; gives its namespace.
