@@ -72,8 +72,16 @@ pub async fn renew_all(client: &Client, nodes: Vec<std::sync::Arc<Node>>) -> usi
     results.into_iter().filter(|ok| !ok).count()
 }
 
+/// Set to `off` where no node-lifecycle controller would miss the heartbeats (`make bench` starts its control plane
+/// with an hour's grace period): thousands of simulated nodes would otherwise cost the API server a Lease write per
+/// node every few seconds, which is not what a benchmark measures.
+pub const HEARTBEAT_ENV: &str = "NEURON_DRA_SIMULATE_HEARTBEAT";
+
 /// Renews the Leases of the nodes in `nodes` (the simulated ones) every `RENEW_EVERY`, until dropped.
 pub async fn heartbeat(client: Client, nodes: Store<Node>) {
+    if std::env::var(HEARTBEAT_ENV).is_ok_and(|v| v == "off") {
+        return;
+    }
     let mut tick = tokio::time::interval(RENEW_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
