@@ -1,6 +1,7 @@
 //! capabilities: what the API server supports beyond the DRA API every supported version serves, found by asking
-//! it once, when a config first needs it. A spec that needs what the server lacks is refused before anything is
-//! applied.
+//! it once, when a config first needs it, and what no cache holds (the plugin's fences, the EFA driver's
+//! DeviceClass). One pass asks it all before planning (`probe`); the plan refuses a spec that needs what the server
+//! lacks, so nothing is applied.
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassSpec};
@@ -10,8 +11,11 @@ use kube::api::{Api, PostParams};
 use kube::core::ApiResource;
 use tokio::sync::OnceCell;
 
+use super::snapshot::Probes;
 use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
+use crate::logic::build::efa_templates;
 use crate::logic::fence::{self, Allowed};
+use crate::logic::validate::ValidatedConfig;
 
 #[derive(Default)]
 pub struct Capabilities {
@@ -32,9 +36,27 @@ pub const FENCE_RECHECK: std::time::Duration = std::time::Duration::from_secs(10
 pub const EFA_CLASS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Capabilities {
+    /// Everything a pass asks the server before planning: the fences (on every pass), and for a spec that
+    /// validates (`validated`), what it needs beyond the base API (asked once) and the EFA driver's DeviceClass
+    /// when a template claims from it (asked once per `EFA_CLASS_TTL`).
+    pub async fn probe(
+        &self,
+        client: &Client,
+        taint_rules: Option<&ApiResource>,
+        validated: Option<&ValidatedConfig>,
+    ) -> Result<Probes, kube::Error> {
+        let fence = self.fence(client).await?;
+        let Some(validated) = validated else {
+            return Ok(Probes { fence, ..Probes::default() });
+        };
+        let unsupported = self.missing(client, taint_rules, &validated.spec).await?;
+        let efa_class = efa_templates(validated).is_empty() || self.efa_class(client).await?;
+        Ok(Probes { fence, unsupported, efa_class })
+    }
+
     /// Why the server cannot serve `spec` (one line naming the field), or `None` when it can. `taint_rules` is the
     /// DeviceTaintRule version the server serves, if any.
-    pub async fn missing(
+    async fn missing(
         &self,
         client: &Client,
         taint_rules: Option<&ApiResource>,
@@ -76,7 +98,7 @@ impl Capabilities {
 impl Capabilities {
     /// Whether the DeviceClass `efa: true` templates claim EFA interfaces from (AWS's EFA DRA driver installs it)
     /// exists; read at most once per `EFA_CLASS_TTL`.
-    pub async fn efa_class(&self, client: &Client) -> Result<bool, kube::Error> {
+    async fn efa_class(&self, client: &Client) -> Result<bool, kube::Error> {
         let cached = *self.efa_class.lock().expect("not poisoned");
         if let Some((_, exists)) = cached.filter(|(read, _)| read.elapsed() < EFA_CLASS_TTL) {
             return Ok(exists);
@@ -102,7 +124,7 @@ impl Capabilities {
     /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence`), and then what the install
     /// allows a plugin; read by name on every pass (four GETs at once), since a fence is only as good as the moment
     /// it is checked. A fence the operator may not read counts as missing.
-    pub async fn fence(&self, client: &Client) -> Result<Result<Allowed, String>, kube::Error> {
+    async fn fence(&self, client: &Client) -> Result<Result<Allowed, String>, kube::Error> {
         if let Some(fixed) = &self.fixed_fence {
             return Ok(fixed.clone());
         }

@@ -8,6 +8,7 @@ use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
 
 use super::Stores;
+use super::events::Remembered;
 use crate::api::NeuronDRAConfig;
 use crate::logic::validate::ValidatedConfig;
 use crate::runtime::telemetry::Metrics;
@@ -80,7 +81,31 @@ impl Context {
         self.metrics.forget(name, validated);
     }
 
+    /// What the events of earlier passes over `name` found (`events::Remembered`).
+    pub(super) fn remembered(&self, name: &str) -> Remembered {
+        Remembered {
+            unhealthy: self.unhealthy_seen.lock().expect("not poisoned").get(name).cloned(),
+            in_use: self.in_use_seen.lock().expect("not poisoned").get(name).cloned(),
+            held_back: self.held_back_seen.lock().expect("not poisoned").get(name).cloned(),
+        }
+    }
+
+    /// Keeps what a pass over `name` found, for the next pass's events (None: nothing new).
+    pub(super) fn remember(&self, name: &str, remembered: Option<Remembered>) {
+        let Some(Remembered { unhealthy, in_use, held_back }) = remembered else { return };
+        keep(&self.unhealthy_seen, name, unhealthy);
+        keep(&self.in_use_seen, name, in_use);
+        keep(&self.held_back_seen, name, held_back);
+    }
+
     pub(super) fn parsed_again(&self, name: &str) {
         self.unparseable.lock().expect("not poisoned").remove(name);
+    }
+}
+
+/// `value` as `name`'s entry of `map`, when there is one (None leaves the entry as it was).
+fn keep<T>(map: &Mutex<HashMap<String, T>>, name: &str, value: Option<T>) {
+    if let Some(value) = value {
+        map.lock().expect("not poisoned").insert(name.to_string(), value);
     }
 }

@@ -1,15 +1,13 @@
 //! events: what the operator tells users through Kubernetes Events on the config, once per change. Every event of
-//! a pass is derived at its end from the plan and what the act did, and published beside the status write.
+//! a pass is derived at its end from the plan and what the act did (`outcome`), and published beside the status
+//! write (`act::publish`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
-use super::Context;
-use super::act::publish::send;
 use super::act::report::{Report, Written};
 use super::plan::{Plan, Remediation, Step};
 use crate::api::NeuronDRAConfigStatus;
@@ -25,11 +23,14 @@ pub fn event(type_: EventType, reason: EventReason, action: &str, note: String) 
     Event { type_, reason: reason.as_str().into(), note: Some(note), action: action.into(), secondary: None }
 }
 
-/// Publishes a pass's events in order; a failure to publish is logged and never fails the reconcile.
-pub async fn publish(ctx: &Context, reference: &ObjectReference, events: &[Event]) {
-    for event in events {
-        send(ctx, reference, event).await;
-    }
+/// What earlier passes over one config found of the states its events report changes of (unhealthy devices,
+/// claims on them, nodes held back), so a pass tells changes, not states. None until a pass since the operator
+/// started has looked: the stored status stands in, so that a restart tells no news.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Remembered {
+    pub unhealthy: Option<BTreeSet<(String, String)>>,
+    pub in_use: Option<BTreeSet<String>>,
+    pub held_back: Option<BTreeSet<String>>,
 }
 
 /// What one pass over a valid config tells: a new conflict, what remediation did, the rollout's step, halt or
@@ -47,7 +48,8 @@ pub struct Pass<'a> {
     pub classes_missing: &'a [String],
 }
 
-pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
+/// The pass's events, in order; `seen` is what earlier passes found, updated to what this one found.
+pub fn of_pass(pass: &Pass, seen: &mut Remembered) -> Vec<Event> {
     let plan = pass.plan;
     let mut events = Vec::new();
     if let Validity::Conflict(message) = plan.validity()
@@ -78,12 +80,12 @@ pub fn of_pass(ctx: &Context, pass: &Pass) -> Vec<Event> {
     let why = |node: &str| plan.remediation.released_because(node);
     events.extend(released(pass.report, pass.rules, why));
     if let Remediation::On(decided) = &plan.remediation {
-        events.extend(held_back(ctx, &plan.config.name, pass.previous, decided));
+        events.extend(held_back(&mut seen.held_back, pass.previous, decided));
     }
     if let Some(step) = pass.step {
         events.extend(rollout(step));
     }
-    events.extend(health(ctx, &plan.config.name, pass.previous, pass.assessment));
+    events.extend(health(seen, pass.previous, pass.assessment));
     if plan.mode == super::plan::Mode::Normal {
         events.extend(changes(pass.report));
     }
@@ -177,21 +179,17 @@ fn released(report: &Report, rules: &[Arc<TaintRuleView>], why: impl Fn(&str) ->
 
 /// A Warning when nodes are newly held back by the budget; nothing while the set is unchanged.
 fn held_back(
-    ctx: &Context,
-    config: &str,
+    seen: &mut Option<BTreeSet<String>>,
     previous: Option<&NeuronDRAConfigStatus>,
     decided: &super::plan::Decided,
 ) -> Option<Event> {
     let decision = &decided.decision;
     let now: BTreeSet<String> = decision.held_back.iter().map(|p| p.node.clone()).collect();
-    let before = {
-        let mut seen = ctx.held_back_seen.lock().expect("not poisoned");
-        // After a restart: what the stored status already lists is not news.
-        seen.insert(config.to_string(), now.clone()).unwrap_or_else(|| {
-            let listed = previous.and_then(|s| s.remediation.as_ref()).map(|r| r.held_back_nodes.iter());
-            listed.into_iter().flatten().map(|n| n.node.clone()).collect()
-        })
-    };
+    // After a restart: what the stored status already lists is not news.
+    let before = seen.replace(now.clone()).unwrap_or_else(|| {
+        let listed = previous.and_then(|s| s.remediation.as_ref()).map(|r| r.held_back_nodes.iter());
+        listed.into_iter().flatten().map(|n| n.node.clone()).collect()
+    });
     let new: Vec<&str> = now.difference(&before).map(String::as_str).collect();
     if new.is_empty() {
         return None;
@@ -238,34 +236,25 @@ fn rollout(step: &super::plan::Step) -> Option<Event> {
 
 /// An event when devices turn unhealthy or recover; nothing when the set is unchanged.
 fn health(
-    ctx: &Context,
-    name: &str,
+    seen: &mut Remembered,
     previous: Option<&NeuronDRAConfigStatus>,
     assessment: &health::Assessment,
 ) -> Vec<Event> {
     let mut events = Vec::new();
     let unhealthy = &assessment.unhealthy;
-    let in_use_before = {
-        let mut seen = ctx.in_use_seen.lock().expect("not poisoned");
-        seen.insert(name.to_string(), assessment.affected_claims.clone()).unwrap_or_else(|| {
-            previous.iter().flat_map(|s| &s.unhealthy_devices).filter_map(|d| d.claim.clone()).collect()
-        })
-    };
+    let in_use_before = seen.in_use.replace(assessment.affected_claims.clone()).unwrap_or_else(|| {
+        previous.iter().flat_map(|s| &s.unhealthy_devices).filter_map(|d| d.claim.clone()).collect()
+    });
     let newly_in_use: Vec<&String> = assessment.affected_claims.difference(&in_use_before).collect();
     if !newly_in_use.is_empty() {
         let shown: Vec<&str> = newly_in_use.iter().take(10).map(|c| c.as_str()).collect();
         let note = format!("unhealthy devices are allocated to claims: {}", shown.join(", "));
         events.push(event(EventType::Warning, EventReason::UnhealthyDeviceInUse, "Health", note));
     }
-    let before = {
-        let mut seen = ctx.unhealthy_seen.lock().expect("not poisoned");
-        let before = seen.get(name).cloned().unwrap_or_else(|| {
-            // After a restart: what the status already reports is not news.
-            previous.iter().flat_map(|s| &s.unhealthy_devices).map(|d| (d.node.clone(), d.device.clone())).collect()
-        });
-        seen.insert(name.to_string(), unhealthy.clone());
-        before
-    };
+    let before = seen.unhealthy.replace(unhealthy.clone()).unwrap_or_else(|| {
+        // After a restart: what the status already reports is not news.
+        previous.iter().flat_map(|s| &s.unhealthy_devices).map(|d| (d.node.clone(), d.device.clone())).collect()
+    });
     let list = |items: Vec<&(String, String)>| {
         first_of(items.iter().map(|(node, device)| format!("{node}/{device}")), 10, ", ")
     };

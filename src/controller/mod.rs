@@ -9,6 +9,7 @@ mod context;
 mod error;
 mod events;
 mod observe;
+mod outcome;
 mod plan;
 mod reconcile;
 mod snapshot;
@@ -40,9 +41,9 @@ use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
 use crate::runtime::telemetry::{ErrorLabels, Metrics, Readiness};
 
+pub use act::config::FINALIZER;
 pub use context::Context;
 pub use error::Error;
-pub use reconcile::FINALIZER;
 pub use stores::{GuardedConfig, Stores};
 
 /// How long a trigger waits for more before its reconcile starts: long enough to fold the tail of a burst of

@@ -24,9 +24,8 @@ pub struct Snapshot {
     pub stores: Stores,
     /// The DeviceTaintRule version the server serves (found at start); None where it serves none.
     pub taint_rule_resource: Option<ApiResource>,
-    /// The kubelet plugin's fences as judged before planning (`logic::fence::judge`): what the install allows a
-    /// plugin DaemonSet when they are in place as shipped, else why not.
-    pub fence: Result<Allowed, String>,
+    /// What the API server answered before planning.
+    pub probes: Probes,
     nodes: Vec<Arc<NodeView>>,
     /// The Neuron driver's slices and the EFA driver's, by node name.
     slices: HashMap<String, Vec<Arc<SliceView>>>,
@@ -38,6 +37,25 @@ pub struct Snapshot {
     /// whole fleet each): its selected nodes and its plugin pods, with the config's name.
     selected: OnceLock<(String, Selected)>,
     config_pods: OnceLock<(String, PluginPods)>,
+}
+
+/// What one pass asks the API server before planning (`Capabilities::probe`): answers no cache holds.
+#[derive(Debug, Clone)]
+pub struct Probes {
+    /// The kubelet plugin's fences as judged (`logic::fence::judge`): what the install allows a plugin DaemonSet
+    /// when they are in place as shipped, else why not.
+    pub fence: Result<Allowed, String>,
+    /// Why this server cannot serve the spec (one line naming the field), if it cannot.
+    pub unsupported: Option<String>,
+    /// Whether the EFA driver's DeviceClass exists (only asked when a template claims from it).
+    pub efa_class: bool,
+}
+
+/// Fences in place that allow any driver, a server that serves everything: the unit tests' world.
+impl Default for Probes {
+    fn default() -> Self {
+        Probes { fence: Ok(Allowed::default()), unsupported: None, efa_class: true }
+    }
 }
 
 /// The nodes a config selects, in the cache's order.
@@ -70,7 +88,7 @@ impl Snapshot {
         Snapshot {
             stores: stores.clone(),
             taint_rule_resource,
-            fence: Ok(Allowed::default()),
+            probes: Probes::default(),
             nodes: stores.nodes.state(),
             slices: by_node(stores.slices.state()),
             efa_slices: by_node(stores.efa_slices.state()),
@@ -82,10 +100,16 @@ impl Snapshot {
         }
     }
 
-    /// With the fences' judgement (a snapshot without one assumes fences in place that allow any driver: the unit
-    /// tests' world).
+    /// With the server's answers (a snapshot without them assumes `Probes::default`).
+    pub fn with_probes(mut self, probes: Probes) -> Self {
+        self.probes = probes;
+        self
+    }
+
+    /// With the fences' judgement alone.
+    #[cfg(test)]
     pub fn with_fence(mut self, fence: Result<Allowed, String>) -> Self {
-        self.fence = fence;
+        self.probes.fence = fence;
         self
     }
 

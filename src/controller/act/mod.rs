@@ -1,8 +1,10 @@
 //! The write layer: every change the operator makes to the cluster goes through here. `execute` carries out one
 //! plan in one `Pass`: the plugin's objects and the templates, remediation's rules, then whatever the config has
-//! and no longer wants. The rollout step's plugin pods go apart, in `evict`, once the step is in the status.
+//! and no longer wants. The rollout step's plugin pods go apart, in `evict`, once the step is in the status; the
+//! config's own writes (finalizer, status, the end of a pass) are in `config`.
 
 pub mod apply;
+pub mod config;
 pub mod operands;
 pub mod pass;
 pub mod publish;
@@ -48,21 +50,6 @@ pub async fn evict(plan: &Plan, step: &Step, ctx: &Context) -> Report {
     let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
     pass.evict(&step.evict, &plan.config.spec.driver.namespace).await;
     pass.report
-}
-
-/// The plugin's state as the pass left it: the plan's, unless a write found the driver namespace being deleted
-/// before the cache showed it.
-pub fn driver(plan: &Plan, report: &Report) -> Driver {
-    match plan.driver {
-        Driver::Apply if report.namespace_terminating => Driver::WaitingForNamespace,
-        driver => driver,
-    }
-}
-
-/// The plan's rollout step, if the plugin is still applied after the pass (its events, evictions and recheck
-/// follow it; a plugin not applied after all moves no step).
-pub fn step(plan: &Plan, driver: Driver) -> Option<&Step> {
-    (driver == Driver::Apply).then_some(&plan.rollout)
 }
 
 /// The plugin's objects, stage by stage (`logic::build::Stage`): the Namespace first; then, at the same time, the

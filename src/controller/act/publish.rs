@@ -6,8 +6,15 @@ use kube::runtime::events::Event;
 use crate::controller::Context;
 use crate::logic::text;
 
+/// Publishes events in order; a failure to publish is logged and never fails the reconcile.
+pub async fn publish(ctx: &Context, reference: &ObjectReference, events: &[Event]) {
+    for event in events {
+        send(ctx, reference, event).await;
+    }
+}
+
 /// Publishes an event; a failure to publish is logged, never fails the reconcile.
-pub async fn send(ctx: &Context, reference: &ObjectReference, event: &Event) {
+async fn send(ctx: &Context, reference: &ObjectReference, event: &Event) {
     // The API server refuses a note over 1 KiB, and the event with it: cut it instead.
     let cut;
     let event = match event.note.as_deref() {

@@ -21,7 +21,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::Stores;
-use super::snapshot::Snapshot;
+use super::snapshot::{Probes, Snapshot};
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
 use crate::logic::build::{self, Allowance, Desired};
@@ -82,17 +82,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Validates `config` and decides against the snapshot at `now` (seconds); a spec that fails validation plans
-    /// nothing.
-    pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, InvalidConfig> {
+    /// Validates `config` and decides against the snapshot at `now` (seconds); a spec that fails validation, or
+    /// that the server cannot serve (`Probes`), plans nothing.
+    pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, Refusal> {
         let stores = &snapshot.stores;
-        let validated = validate(config)?;
-        // Unfenced, the plugin is not written whatever its driver: nothing to refuse.
-        let refusals =
-            snapshot.fence.as_ref().map(|allowed| allowed.refusals(&validated.spec.driver)).unwrap_or_default();
-        if !refusals.is_empty() {
-            return Err(InvalidConfig(refusals.into_iter().map(|(path, why)| FieldError::new(path, why)).collect()));
-        }
+        let validated = accepted(config, &snapshot.probes)?;
         let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
         let conflicts = conflicts_of(config, &validated, stores);
         let budgets = quota_budgets(&validated, &stores.namespaces);
@@ -113,7 +107,7 @@ impl Plan {
             Driver::BlockedByConflict
         } else if driver_namespace == NamespaceState::Terminating {
             Driver::WaitingForNamespace
-        } else if snapshot.fence.is_err() {
+        } else if snapshot.probes.fence.is_err() {
             Driver::Unfenced
         } else {
             Driver::Apply
@@ -137,7 +131,7 @@ impl Plan {
             desired,
             kept_templates,
             driver,
-            unfenced: snapshot.fence.clone().err(),
+            unfenced: snapshot.probes.fence.clone().err(),
             driver_namespace,
             conflicts,
             namespaces,
@@ -150,6 +144,52 @@ impl Plan {
 
     pub fn validity(&self) -> Validity {
         if self.conflicts.is_empty() { Validity::Valid } else { Validity::Conflict(self.conflicts.message()) }
+    }
+}
+
+/// Why a config is not planned: its spec, or the server it is on.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The spec fails validation, or asks for a driver the plugin's fences do not allow.
+    InvalidSpec(InvalidConfig),
+    /// The server lacks what the spec needs (`Probes::unsupported`).
+    Unsupported(String),
+}
+
+impl Refusal {
+    /// What the status says of the config.
+    pub fn validity(&self) -> Validity {
+        match self {
+            Refusal::InvalidSpec(_) => Validity::InvalidSpec(self.to_string()),
+            Refusal::Unsupported(message) => Validity::Unsupported(message.clone()),
+        }
+    }
+}
+
+/// The refusal's message, one line per field.
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::InvalidSpec(invalid) => {
+                f.write_str(&invalid.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))
+            }
+            Refusal::Unsupported(message) => f.write_str(message),
+        }
+    }
+}
+
+/// `config` validated, and found within what the fences allow (unfenced, the plugin is not written whatever its
+/// driver: nothing to refuse) and what the server serves, in that order.
+fn accepted(config: &NeuronDRAConfig, probes: &Probes) -> Result<ValidatedConfig, Refusal> {
+    let validated = validate(config).map_err(Refusal::InvalidSpec)?;
+    let refusals = probes.fence.as_ref().map(|allowed| allowed.refusals(&validated.spec.driver)).unwrap_or_default();
+    if !refusals.is_empty() {
+        let fields = refusals.into_iter().map(|(path, why)| FieldError::new(path, why)).collect();
+        return Err(Refusal::InvalidSpec(InvalidConfig(fields)));
+    }
+    match &probes.unsupported {
+        Some(missing) => Err(Refusal::Unsupported(missing.clone())),
+        None => Ok(validated),
     }
 }
 

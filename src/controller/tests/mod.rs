@@ -5,6 +5,7 @@ mod fence;
 mod fixtures;
 mod foreign;
 mod logs;
+mod outcome;
 mod plan;
 mod reads;
 mod remediation;
@@ -15,7 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use super::reconcile::FINALIZER;
+use super::FINALIZER;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::ANNOTATION_SPEC_HASH;
 use crate::devtools::simulate::fleet::{self, FleetSpec};

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::fixtures::World;
 use super::{config, config_at, nodes};
-use crate::controller::plan::{Driver, Mode, NamespaceState, Plan};
+use crate::controller::plan::{Driver, Mode, NamespaceState, Plan, Refusal};
 use crate::logic::status::Validity;
 
 /// The plans' clock: any time after the fixtures' configs were created.
@@ -133,6 +133,7 @@ fn the_install_decides_where_and_what_a_plugin_may_run() {
     let world = World::with_namespaces(&["team-a", "neuron-dra-driver", "kube-system"]);
     let outside = config(json!({"driver": {"namespace": "kube-system", "image": "example.com/evil:1"}}));
     let refused = Plan::new(&outside, &world.snapshot().with_fence(Ok(allowed.clone())), NOW).unwrap_err();
+    let Refusal::InvalidSpec(refused) = refused else { panic!("refused as invalid: {refused}") };
     let paths: Vec<&str> = refused.0.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["spec.driver.namespace", "spec.driver.image"]);
 

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::fixtures::Fixture;
 use super::{EVENT, STATUS, condition, config, converged};
 use crate::api::NeuronDRAConfig;
-use crate::controller::reconcile::FINALIZER;
+use crate::controller::FINALIZER;
 
 const READ_CONFIG: &str = "GET /apis/neurondra.io/v1alpha1/neurondraconfigs/c";
 

@@ -1,0 +1,101 @@
+//! The outcome as a plain value: what a pass writes, tells and does next, from the plan, a report and the snapshot,
+//! with no client.
+
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use super::plan::NOW;
+use super::{config, converged};
+use crate::controller::act::report::Report;
+use crate::controller::capabilities::EFA_CLASS_TTL;
+use crate::controller::events::Remembered;
+use crate::controller::outcome::{self, Next};
+use crate::controller::plan::{Plan, Refusal};
+use crate::controller::snapshot::Probes;
+use crate::logic::status::{ConditionType, Reason, condition_reason};
+
+fn now() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(NOW).unwrap()
+}
+
+/// What a pass that found the fixtures' one template in place reports.
+fn in_place() -> Report {
+    Report { templates_in_place: ["team-a/pretrain".to_string()].into(), ..Report::default() }
+}
+
+fn reasons(events: &[kube::runtime::events::Event]) -> Vec<&str> {
+    events.iter().map(|e| e.reason.as_str()).collect()
+}
+
+#[test]
+fn a_converged_pass_writes_its_status_tells_nothing_and_waits_for_a_change() {
+    let c = config(json!({}));
+    let snapshot = converged(&c).snapshot();
+    let plan = Plan::new(&c, &snapshot, NOW).unwrap();
+    let outcome = outcome::outcome(&c, &plan, &in_place(), &snapshot, &Remembered::default(), now());
+    assert_eq!(condition_reason(Some(&outcome.status), ConditionType::ConfigValid), Some(Reason::Valid));
+    assert_eq!(reasons(&outcome.events), Vec::<&str>::new());
+    assert!(outcome.evictions.is_none());
+    assert_eq!(outcome.next, Next::default());
+    assert_eq!(outcome.next.action(false), Action::await_change());
+    let gauges = outcome.gauges.expect("a pass that acted records its gauges");
+    assert_eq!(gauges.managed_objects, 1 + crate::controller::kinds::DRIVER_OBJECTS);
+    // What the events compare with next time: now seen, and empty.
+    let remembered = outcome.remembered.expect("remembered");
+    assert_eq!((remembered.unhealthy, remembered.in_use), (Some(Default::default()), Some(Default::default())));
+}
+
+#[test]
+fn writes_that_wait_for_the_cache_or_a_foreign_object_bring_the_config_back() {
+    let c = config(json!({}));
+    let snapshot = converged(&c).snapshot();
+    let plan = Plan::new(&c, &snapshot, NOW).unwrap();
+    let pending = Report { pending: true, ..Report::default() };
+    let outcome = outcome::outcome(&c, &plan, &pending, &snapshot, &Remembered::default(), now());
+    assert_eq!(outcome.next.action(false), Action::requeue(Duration::from_secs(1)));
+    let outcome = outcome::outcome(&c, &plan, &Report::default(), &snapshot, &Remembered::default(), now());
+    assert_eq!(outcome.next.action(true), Action::requeue(Duration::from_secs(1)), "the evictions' writes");
+}
+
+#[test]
+fn a_missing_efa_class_is_in_the_status_told_once_and_looked_for_again() {
+    let c = config(json!({"profiles": [
+        {"name": "pretrain", "training": {"instanceType": "trn2.48xlarge", "devices": 4, "efa": true}}]}));
+    let probes = Probes { efa_class: false, ..Probes::default() };
+    let snapshot = converged(&c).snapshot().with_probes(probes);
+    let plan = Plan::new(&c, &snapshot, NOW).unwrap();
+    let outcome = outcome::outcome(&c, &plan, &in_place(), &snapshot, &Remembered::default(), now());
+    let reason = condition_reason(Some(&outcome.status), ConditionType::TemplatesReady);
+    assert_eq!(reason, Some(Reason::DeviceClassMissing));
+    assert_eq!(reasons(&outcome.events), ["DeviceClassMissing"]);
+    assert_eq!(outcome.next.recheck, Some(EFA_CLASS_TTL));
+
+    let mut told = c.clone();
+    told.status = Some(outcome.status.clone());
+    let again = outcome::outcome(&told, &plan, &in_place(), &snapshot, &Remembered::default(), now());
+    assert_eq!(reasons(&again.events), Vec::<&str>::new(), "the stored status already says so");
+}
+
+#[test]
+fn a_spec_the_server_cannot_serve_is_refused_by_the_plan_after_validation() {
+    let c = config(json!({"extendedResourceName": "aws.amazon.com/neuron"}));
+    let probes = Probes { unsupported: Some("spec.extendedResourceName: not here".into()), ..Probes::default() };
+    let snapshot = converged(&c).snapshot().with_probes(probes);
+    let refusal = Plan::new(&c, &snapshot, NOW).unwrap_err();
+    assert!(matches!(&refusal, Refusal::Unsupported(m) if m.starts_with("spec.extendedResourceName")), "{refusal}");
+
+    let outcome = outcome::refused(&c, &refusal, now());
+    assert_eq!(condition_reason(Some(&outcome.status), ConditionType::ConfigValid), Some(Reason::Unsupported));
+    assert_eq!(reasons(&outcome.events), ["Unsupported"]);
+    assert!(outcome.gauges.is_none() && outcome.evictions.is_none() && outcome.remembered.is_none());
+    let mut told = c.clone();
+    told.status = Some(outcome.status);
+    assert!(outcome::refused(&told, &refusal, now()).events.is_empty(), "told once");
+
+    let invalid = config(json!({"profiles": [{"name": "p", "training": {"instanceType": "trn1.32xlarge",
+        "logicalNeuronCore": 2}}]}));
+    let refusal = Plan::new(&invalid, &snapshot, NOW).unwrap_err();
+    assert!(matches!(refusal, Refusal::InvalidSpec(_)), "an invalid spec is refused as such first: {refusal}");
+}
