@@ -113,6 +113,16 @@ impl Snapshot {
         self
     }
 
+    /// Every node, in the cache's order.
+    pub fn nodes(&self) -> &[Arc<NodeView>] {
+        &self.nodes
+    }
+
+    /// Every plugin pod of every config.
+    pub fn plugin_pods(&self) -> &[Arc<PodView>] {
+        &self.plugin_pods
+    }
+
     /// The nodes a config selects (`NodeFilter`).
     pub fn selected_nodes(&self, config: &ValidatedConfig) -> Selected {
         memo(&self.selected, &config.name, || {

@@ -20,7 +20,6 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
-use super::Stores;
 use super::snapshot::{Probes, Snapshot};
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
@@ -88,7 +87,7 @@ impl Plan {
         let stores = &snapshot.stores;
         let validated = accepted(config, &snapshot.probes)?;
         let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
-        let conflicts = conflicts_of(config, &validated, stores);
+        let conflicts = conflicts_of(config, &validated, snapshot);
         let budgets = quota_budgets(&validated, &stores.namespaces);
         let mut desired = build::build(&validated, &namespaces).with_quotas(&validated, &budgets);
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
@@ -254,11 +253,11 @@ fn matching_namespaces(
 }
 
 /// What a config asks of the cluster, for conflict checks against the others.
-fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stores) -> Claimant {
-    let (namespaces, _) = target_namespaces(validated, &stores.namespaces);
+fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot: &Snapshot) -> Claimant {
+    let (namespaces, _) = target_namespaces(validated, &snapshot.stores.namespaces);
     let filter = NodeFilter::new(&validated.spec);
-    let nodes =
-        stores.nodes.state().iter().filter(|node| filter.selects(node.labels())).map(|node| node.name_any()).collect();
+    let selected = snapshot.nodes().iter().filter(|node| filter.selects(node.labels()));
+    let nodes = selected.map(|node| node.name_any()).collect();
     let templates = namespaces
         .iter()
         .flat_map(|ns| validated.claims.iter().map(move |c| (ns.clone(), c.template.clone())))
@@ -280,7 +279,8 @@ fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stor
 
 /// Conflicts with the other configs that are not being deleted: by spec with the older ones that are valid, and by
 /// what runs with every one, valid or not (`running`).
-fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &Stores) -> Conflicts {
+fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot: &Snapshot) -> Conflicts {
+    let stores = &snapshot.stores;
     let others = stores.configs.state();
     let others: Vec<(String, Option<&NeuronDRAConfig>)> = others
         .iter()
@@ -296,23 +296,24 @@ fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, stores: &
         .collect();
     let mut claimants: Vec<Claimant> = others
         .iter()
-        .filter_map(|(_, other)| other.and_then(|o| stores.validations.of(o).map(|v| claimant(o, &v, stores))))
+        .filter_map(|(_, other)| other.and_then(|o| stores.validations.of(o).map(|v| claimant(o, &v, snapshot))))
         .collect();
     let daemon_set = ObjectRef::new(&build::plugin_name(&validated.name)).within(&validated.spec.driver.namespace);
     let runs = stores.owned.daemon_sets.get(&daemon_set).is_some();
-    claimants.extend(running(others.into_iter().map(|(name, _)| name), !runs, stores));
+    claimants.extend(running(others.into_iter().map(|(name, _)| name), !runs, snapshot));
     if claimants.is_empty() {
         // Alone, it conflicts with nobody: its own claim (a walk over every node) is not needed.
         return Conflicts::default();
     }
-    conflict::find_conflicts(&claimant(config, validated, stores), &claimants)
+    conflict::find_conflicts(&claimant(config, validated, snapshot), &claimants)
 }
 
 /// What other configs hold in the cluster, whatever their spec says now (an invalid or unreadable spec leaves its
 /// objects as they are): the templates labelled as theirs and, when `nodes`, the nodes their plugin pods run on.
 /// Such a claimant counts as older than every config: what runs is never taken over, and no second plugin is
 /// created beside one that runs (`nodes` is set only for a config that has no DaemonSet yet).
-fn running(names: impl Iterator<Item = String>, nodes: bool, stores: &Stores) -> Vec<Claimant> {
+fn running(names: impl Iterator<Item = String>, nodes: bool, snapshot: &Snapshot) -> Vec<Claimant> {
+    let stores = &snapshot.stores;
     use std::collections::BTreeMap;
     let mut held: BTreeMap<String, Claimant> = names
         .map(|name| {
@@ -341,7 +342,7 @@ fn running(names: impl Iterator<Item = String>, nodes: bool, stores: &Stores) ->
             .iter()
             .filter_map(|ds| Some((ds.uid()?, config_of(ds.labels())?)))
             .collect();
-        for pod in stores.plugin_pods.state() {
+        for pod in snapshot.plugin_pods() {
             let owner = pod.controller_uid().and_then(|uid| daemon_sets.get(uid));
             if let (Some(config), Some(node)) = (owner, pod.node())
                 && let Some(claimant) = held.get_mut(config)
