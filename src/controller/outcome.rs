@@ -17,6 +17,7 @@ use super::events::{self, EventReason, Remembered};
 use super::observe;
 use super::plan::{Driver, Plan, Refusal, Step};
 use super::snapshot::Snapshot;
+use super::stores::Stores;
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus, TemplateCapacity};
 use crate::logic::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
 use crate::logic::validate::ValidatedConfig;
@@ -67,18 +68,20 @@ impl Next {
     }
 }
 
-/// The end of a pass over a valid config that `plan` decided, the act did (`report`) and `snapshot` saw.
+/// The end of a pass over a valid config that `plan` decided, the act did (`report`) and `snapshot` saw. `stores`
+/// are read for what the act may have changed: the plugin DaemonSet's rollout and the budgets' use.
 pub fn outcome<'p>(
     config: &NeuronDRAConfig,
     plan: &'p Plan,
     report: &Report,
     snapshot: &Snapshot,
+    stores: &Stores,
     previous: &Remembered,
     now: Timestamp,
 ) -> Outcome<'p> {
     let driver = driver(plan, report);
     let step = step(plan, driver);
-    let mut observation = observe::observation(config.meta().generation, plan, driver, report, &snapshot.stores);
+    let mut observation = observe::observation(config.meta().generation, plan, driver, report, stores);
     observation.classes_missing = classes_missing(plan, snapshot.probes.efa_class);
     let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict);
     let previous_status = config.status.as_ref();
@@ -94,7 +97,7 @@ pub fn outcome<'p>(
     };
     let events = events::of_pass(&pass, &mut remembered);
     observation.capacity = snapshot.capacity(&plan.config);
-    (observation.teams, observation.team_summary) = observe::teams(plan, &snapshot.stores, &observation.capacity);
+    (observation.teams, observation.team_summary) = observe::teams(plan, stores, &observation.capacity);
     observation.health = Some(assessment.health);
     let next = Next {
         waiting: report.pending || driver == Driver::WaitingForNamespace,

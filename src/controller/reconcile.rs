@@ -139,7 +139,8 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     };
     let report = act::execute(&plan, ctx).await;
     let name = &plan.config.name;
-    let outcome = outcome::outcome(config, &plan, &report, &snapshot, &ctx.remembered(name), status::now());
+    let previous = ctx.remembered(name);
+    let outcome = outcome::outcome(config, &plan, &report, &snapshot, &ctx.stores, &previous, status::now());
     ctx.remember(name, outcome.remembered.clone());
     if let Some(gauges) = &outcome.gauges {
         written::record_gauges(ctx, gauges.config, &outcome.status, &gauges.capacity, gauges.managed_objects);

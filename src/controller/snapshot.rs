@@ -1,14 +1,18 @@
-//! observe: what one reconcile reads of the cluster, taken from the caches once at its start. The plan is computed
-//! from this and nothing else, so it is a pure function of a value a test can build from fixtures.
+//! snapshot: what one reconcile reads of the cluster, taken from the caches once at its start, and what the server
+//! answered before planning. The plan is computed from this and nothing else, so it is a pure function of a value
+//! a test can build from fixtures.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
-use kube::core::ApiResource;
-use kube::runtime::reflector::ObjectRef;
+use kube::core::{ApiResource, PartialObjectMeta};
 
-use super::Stores;
+use super::stores::{GuardedConfig, Stores};
+use super::validations::Validations;
 use crate::api::labels::LABEL_CONFIG;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
@@ -20,8 +24,8 @@ use crate::logic::validate::ValidatedConfig;
 
 /// The caches as one reconcile reads them.
 pub struct Snapshot {
-    /// For lookups by name (namespaces, configs, owned objects, revisions).
-    pub stores: Stores,
+    /// Each config validated once per generation: a memo shared by every pass, not a view of the cluster.
+    pub validations: Arc<Validations>,
     /// The DeviceTaintRule version the server serves (found at start); None where it serves none.
     pub taint_rule_resource: Option<ApiResource>,
     /// What the API server answered before planning.
@@ -33,6 +37,13 @@ pub struct Snapshot {
     claims: Vec<Arc<ClaimView>>,
     taint_rules: Vec<Arc<TaintRuleView>>,
     plugin_pods: Vec<Arc<PodView>>,
+    /// Namespaces (their metadata) by name.
+    namespaces: BTreeMap<String, Arc<PartialObjectMeta<Namespace>>>,
+    configs: Vec<Arc<GuardedConfig>>,
+    /// The plugin DaemonSets, their ControllerRevisions and the templates, of every config.
+    daemon_sets: Vec<Arc<DaemonSet>>,
+    revisions: Vec<Arc<ControllerRevision>>,
+    templates: Vec<Arc<ResourceClaimTemplate>>,
     /// What rollout, remediation, health and capacity each need of one config, worked out once (a walk over the
     /// whole fleet each): its selected nodes and its plugin pods, with the config's name.
     selected: OnceLock<(String, Selected)>,
@@ -86,7 +97,7 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
 impl Snapshot {
     pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>) -> Self {
         Snapshot {
-            stores: stores.clone(),
+            validations: stores.validations.clone(),
             taint_rule_resource,
             probes: Probes::default(),
             nodes: stores.nodes.state(),
@@ -95,6 +106,11 @@ impl Snapshot {
             claims: stores.claims.state(),
             taint_rules: stores.taint_rules.state(),
             plugin_pods: stores.plugin_pods.state(),
+            namespaces: stores.namespaces.state().into_iter().map(|ns| (ns.name_any(), ns)).collect(),
+            configs: stores.configs.state(),
+            daemon_sets: stores.owned.daemon_sets.state(),
+            revisions: stores.revisions.state(),
+            templates: stores.owned.templates.state(),
             selected: OnceLock::new(),
             config_pods: OnceLock::new(),
         }
@@ -111,6 +127,43 @@ impl Snapshot {
     pub fn with_fence(mut self, fence: Result<Allowed, String>) -> Self {
         self.probes.fence = fence;
         self
+    }
+
+    /// A namespace by name.
+    pub fn namespace(&self, name: &str) -> Option<&PartialObjectMeta<Namespace>> {
+        self.namespaces.get(name).map(Arc::as_ref)
+    }
+
+    /// Every namespace, by name.
+    pub fn namespaces(&self) -> impl Iterator<Item = &PartialObjectMeta<Namespace>> {
+        self.namespaces.values().map(Arc::as_ref)
+    }
+
+    /// Every config, in the cache's order (one that cannot be parsed too).
+    pub fn configs(&self) -> &[Arc<GuardedConfig>] {
+        &self.configs
+    }
+
+    /// The plugin DaemonSet `name` in `namespace`, if cached.
+    pub fn daemon_set(&self, name: &str, namespace: &str) -> Option<&DaemonSet> {
+        let found =
+            self.daemon_sets.iter().find(|ds| ds.name_any() == name && ds.namespace().as_deref() == Some(namespace));
+        found.map(Arc::as_ref)
+    }
+
+    /// Every config's plugin DaemonSet.
+    pub fn daemon_sets(&self) -> &[Arc<DaemonSet>] {
+        &self.daemon_sets
+    }
+
+    /// The plugin DaemonSets' ControllerRevisions.
+    pub fn revisions(&self) -> &[Arc<ControllerRevision>] {
+        &self.revisions
+    }
+
+    /// Every config's ResourceClaimTemplates.
+    pub fn templates(&self) -> &[Arc<ResourceClaimTemplate>] {
+        &self.templates
     }
 
     /// Every node, in the cache's order.
@@ -150,8 +203,7 @@ impl Snapshot {
 
     fn find_plugin_pods(&self, config: &ValidatedConfig) -> HashMap<String, Arc<PodView>> {
         let namespace = config.spec.driver.namespace.as_str();
-        let daemon_set = ObjectRef::new(&plugin_name(&config.name)).within(namespace);
-        let Some(uid) = self.stores.owned.daemon_sets.get(&daemon_set).and_then(|ds| ds.uid()) else {
+        let Some(uid) = self.daemon_set(&plugin_name(&config.name), namespace).and_then(|ds| ds.uid()) else {
             return HashMap::new();
         };
         let mut by_node: HashMap<String, Arc<PodView>> = HashMap::with_capacity(self.plugin_pods.len());

@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::snapshot::{Probes, Snapshot};
@@ -84,11 +83,10 @@ impl Plan {
     /// Validates `config` and decides against the snapshot at `now` (seconds); a spec that fails validation, or
     /// that the server cannot serve (`Probes`), plans nothing.
     pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, Refusal> {
-        let stores = &snapshot.stores;
         let validated = accepted(config, &snapshot.probes)?;
-        let (namespaces, missing_namespaces) = target_namespaces(&validated, &stores.namespaces);
+        let (namespaces, missing_namespaces) = target_namespaces(&validated, snapshot);
         let conflicts = conflicts_of(config, &validated, snapshot);
-        let budgets = quota_budgets(&validated, &stores.namespaces);
+        let budgets = quota_budgets(&validated, snapshot);
         let mut desired = build::build(&validated, &namespaces).with_quotas(&validated, &budgets);
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
             .into_iter()
@@ -97,9 +95,9 @@ impl Plan {
         if conflicts.extended_resource.is_some() {
             desired.extended_resource_class = None;
         }
-        let driver_namespace = match stores.namespaces.get(&ObjectRef::new(&validated.spec.driver.namespace)) {
+        let driver_namespace = match snapshot.namespace(&validated.spec.driver.namespace) {
             None => NamespaceState::Missing,
-            Some(ns) if terminating(&ns) => NamespaceState::Terminating,
+            Some(ns) if terminating(ns) => NamespaceState::Terminating,
             Some(_) => NamespaceState::Exists,
         };
         let driver = if !conflicts.nodes.is_empty() {
@@ -199,24 +197,18 @@ pub fn terminating(namespace: &PartialObjectMeta<Namespace>) -> bool {
 
 /// The templates' target namespaces: the explicit list (those that exist) and every namespace the selector matches;
 /// terminating namespaces are left out. Also returns the explicit namespaces that do not exist.
-fn target_namespaces(
-    config: &ValidatedConfig,
-    namespaces: &Store<PartialObjectMeta<Namespace>>,
-) -> (Vec<String>, Vec<String>) {
+fn target_namespaces(config: &ValidatedConfig, snapshot: &Snapshot) -> (Vec<String>, Vec<String>) {
     let templates = &config.spec.templates;
     let (targets, missing) =
-        matching_namespaces(&templates.namespaces, templates.namespace_selector.as_ref(), namespaces);
+        matching_namespaces(&templates.namespaces, templates.namespace_selector.as_ref(), snapshot);
     (targets.into_iter().collect(), missing)
 }
 
 /// The device budget of each namespace a budget names (once it exists) or selects, the first budget winning.
-fn quota_budgets(
-    config: &ValidatedConfig,
-    namespaces: &Store<PartialObjectMeta<Namespace>>,
-) -> Vec<(String, Allowance)> {
+fn quota_budgets(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<(String, Allowance)> {
     let mut budgets = BTreeMap::new();
     for quota in &config.spec.quotas {
-        let (targets, _) = matching_namespaces(&quota.namespaces, quota.namespace_selector.as_ref(), namespaces);
+        let (targets, _) = matching_namespaces(&quota.namespaces, quota.namespace_selector.as_ref(), snapshot);
         for namespace in targets {
             budgets.entry(namespace).or_insert(Allowance::of(quota));
         }
@@ -229,13 +221,13 @@ fn quota_budgets(
 fn matching_namespaces(
     names: &[String],
     selector: Option<&LabelSelector>,
-    namespaces: &Store<PartialObjectMeta<Namespace>>,
+    snapshot: &Snapshot,
 ) -> (BTreeSet<String>, Vec<String>) {
     let mut targets = BTreeSet::new();
     let mut missing = Vec::new();
     for name in names {
-        match namespaces.get(&ObjectRef::new(name)) {
-            Some(ns) if !terminating(&ns) => {
+        match snapshot.namespace(name) {
+            Some(ns) if !terminating(ns) => {
                 targets.insert(name.clone());
             }
             Some(_) => {}
@@ -243,8 +235,8 @@ fn matching_namespaces(
         }
     }
     if let Some(selector) = selector {
-        for ns in namespaces.state() {
-            if !terminating(&ns) && nodes::selector_matches(Some(selector), ns.labels()) {
+        for ns in snapshot.namespaces() {
+            if !terminating(ns) && nodes::selector_matches(Some(selector), ns.labels()) {
                 targets.insert(ns.name_any());
             }
         }
@@ -254,7 +246,7 @@ fn matching_namespaces(
 
 /// What a config asks of the cluster, for conflict checks against the others.
 fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot: &Snapshot) -> Claimant {
-    let (namespaces, _) = target_namespaces(validated, &snapshot.stores.namespaces);
+    let (namespaces, _) = target_namespaces(validated, snapshot);
     let filter = NodeFilter::new(&validated.spec);
     let selected = snapshot.nodes().iter().filter(|node| filter.selects(node.labels()));
     let nodes = selected.map(|node| node.name_any()).collect();
@@ -280,9 +272,8 @@ fn claimant(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot: &Sn
 /// Conflicts with the other configs that are not being deleted: by spec with the older ones that are valid, and by
 /// what runs with every one, valid or not (`running`).
 fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot: &Snapshot) -> Conflicts {
-    let stores = &snapshot.stores;
-    let others = stores.configs.state();
-    let others: Vec<(String, Option<&NeuronDRAConfig>)> = others
+    let others: Vec<(String, Option<&NeuronDRAConfig>)> = snapshot
+        .configs()
         .iter()
         .filter_map(|guard| {
             let (meta, config) = match &guard.0 {
@@ -296,10 +287,9 @@ fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot:
         .collect();
     let mut claimants: Vec<Claimant> = others
         .iter()
-        .filter_map(|(_, other)| other.and_then(|o| stores.validations.of(o).map(|v| claimant(o, &v, snapshot))))
+        .filter_map(|(_, other)| other.and_then(|o| snapshot.validations.of(o).map(|v| claimant(o, &v, snapshot))))
         .collect();
-    let daemon_set = ObjectRef::new(&build::plugin_name(&validated.name)).within(&validated.spec.driver.namespace);
-    let runs = stores.owned.daemon_sets.get(&daemon_set).is_some();
+    let runs = snapshot.daemon_set(&build::plugin_name(&validated.name), &validated.spec.driver.namespace).is_some();
     claimants.extend(running(others.into_iter().map(|(name, _)| name), !runs, snapshot));
     if claimants.is_empty() {
         // Alone, it conflicts with nobody: its own claim (a walk over every node) is not needed.
@@ -313,7 +303,6 @@ fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot:
 /// Such a claimant counts as older than every config: what runs is never taken over, and no second plugin is
 /// created beside one that runs (`nodes` is set only for a config that has no DaemonSet yet).
 fn running(names: impl Iterator<Item = String>, nodes: bool, snapshot: &Snapshot) -> Vec<Claimant> {
-    let stores = &snapshot.stores;
     use std::collections::BTreeMap;
     let mut held: BTreeMap<String, Claimant> = names
         .map(|name| {
@@ -328,20 +317,15 @@ fn running(names: impl Iterator<Item = String>, nodes: bool, snapshot: &Snapshot
         })
         .collect();
     let config_of = |labels: &std::collections::BTreeMap<String, String>| labels.get(LABEL_CONFIG).cloned();
-    for template in stores.owned.templates.state() {
+    for template in snapshot.templates() {
         if let Some(claimant) = config_of(template.labels()).and_then(|c| held.get_mut(&c)) {
             claimant.templates.insert((template.namespace().unwrap_or_default(), template.name_any()));
         }
     }
     if nodes {
         // Only pods a config's own DaemonSet controls: a look-alike pod holds no node.
-        let daemon_sets: BTreeMap<String, String> = stores
-            .owned
-            .daemon_sets
-            .state()
-            .iter()
-            .filter_map(|ds| Some((ds.uid()?, config_of(ds.labels())?)))
-            .collect();
+        let daemon_sets: BTreeMap<String, String> =
+            snapshot.daemon_sets().iter().filter_map(|ds| Some((ds.uid()?, config_of(ds.labels())?))).collect();
         for pod in snapshot.plugin_pods() {
             let owner = pod.controller_uid().and_then(|uid| daemon_sets.get(uid));
             if let (Some(config), Some(node)) = (owner, pod.node())

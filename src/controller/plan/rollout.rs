@@ -7,7 +7,6 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 
 use super::Mode;
 use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCount};
@@ -46,12 +45,11 @@ pub fn step(
     snapshot: &Snapshot,
     now: i64,
 ) -> Step {
-    let reference = ObjectRef::new(&desired.name_any()).within(&desired.namespace().unwrap_or_default());
-    let Some(ds) = snapshot.stores.owned.daemon_sets.get(&reference) else {
+    let Some(ds) = snapshot.daemon_set(&desired.name_any(), &desired.namespace().unwrap_or_default()) else {
         return Step::default();
     };
-    let all = snapshot.stores.revisions.state();
-    let revisions = revisions_of(&ds, &all);
+    let all = snapshot.revisions();
+    let revisions = revisions_of(ds, all);
     let current = revisions.iter().max_by_key(|r| r.number).cloned();
     let nodes = node_states(config, snapshot);
     let versions = rollout::versions(&nodes, &revisions, current.as_ref().map(|r| r.hash.as_str()));
@@ -64,7 +62,7 @@ pub fn step(
     // A halt or rollback of this very template keeps the DaemonSet on the last good one: its revision becomes the
     // newest, so the rollout's target is the one the status names.
     let holding = previous.filter(|p| rollout::holds(p, &template));
-    let hold = holding.and_then(|p| template_of(&ds, &all, p.previous_revision.as_deref()?));
+    let hold = holding.and_then(|p| template_of(ds, all, p.previous_revision.as_deref()?));
     // Act only on what the DaemonSet controller has seen: the newest revision must be the spec's template.
     let image = &config.spec.driver.image;
     let target = match holding {
@@ -100,7 +98,7 @@ pub fn step(
     let hold = hold.or_else(|| {
         let status = &decision.status;
         let template = status.template.as_deref()?;
-        rollout::holds(status, template).then(|| template_of(&ds, &all, status.previous_revision.as_deref()?))?
+        rollout::holds(status, template).then(|| template_of(ds, all, status.previous_revision.as_deref()?))?
     });
     Step {
         versions,
