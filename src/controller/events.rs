@@ -38,7 +38,7 @@ pub struct Remembered {
 pub struct Pass<'a> {
     pub plan: &'a Plan,
     pub report: &'a Report,
-    /// The rollout step the pass took, if the plugin is still applied (`act::step`).
+    /// The rollout step the pass took, if the plugin is still applied (`outcome::step`).
     pub step: Option<&'a Step>,
     pub previous: Option<&'a NeuronDRAConfigStatus>,
     pub assessment: &'a health::Assessment,
