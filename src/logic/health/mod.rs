@@ -116,20 +116,34 @@ impl<'a> Tally<'a> {
             // Its slices stay published (nothing on the node can withdraw them), but nothing new can use them.
             let published = slices.iter().flat_map(|s| s.spec.devices.iter()).filter(|d| d.is_neuron_device()).count();
             let gone = expected.max(published as i64);
-            self.summary.total += gone;
-            self.summary.unhealthy += gone;
-            self.issues.push(issue(name, NODE_NOT_READY, not_ready_message(condition, gone)));
-            return;
+            return self.unavailable(gone, issue(name, NODE_NOT_READY, not_ready_message(condition, gone)));
         }
         if slices.is_empty() {
-            self.summary.total += expected;
-            self.summary.unhealthy += expected;
             let message = format!(
                 "no ResourceSlice from {NEURON_DRIVER}: the kubelet plugin is not publishing its {expected} devices"
             );
-            self.issues.push(issue(name, NO_RESOURCE_SLICE, message));
-            return;
+            return self.unavailable(expected, issue(name, NO_RESOURCE_SLICE, message));
         }
+        self.published(name, expected, slices, inputs, scratch);
+        self.driver_versions(name, &mut scratch.versions, expected_version);
+    }
+
+    /// A node none of whose devices can be used, with why.
+    fn unavailable(&mut self, devices: i64, why: NodeIssue) {
+        self.summary.total += devices;
+        self.summary.unhealthy += devices;
+        self.issues.push(why);
+    }
+
+    /// The devices a node's slices publish, each judged, and those its type has that they do not publish.
+    fn published(
+        &mut self,
+        name: &str,
+        expected: i64,
+        slices: &'a [Arc<SliceView>],
+        inputs: &Inputs<'a>,
+        scratch: &mut Scratch<'a>,
+    ) {
         let Scratch { published, versions } = scratch;
         published.clear();
         published.extend(
@@ -147,6 +161,10 @@ impl<'a> Tally<'a> {
             self.device(name, slice, device, inputs);
         }
         self.missing(name, expected, published);
+    }
+
+    /// A node whose slices report a DRA driver version other than the configured image's.
+    fn driver_versions(&mut self, name: &str, versions: &mut [&str], expected_version: Option<&str>) {
         if let Some(expected_version) = expected_version
             && versions.iter().any(|v| *v != expected_version)
         {
