@@ -1,5 +1,6 @@
-//! controller: the kube-runtime controller for `NeuronDRAConfig`: its watch caches, the shared reconcile context and
-//! the retry policy. One reconcile is `reconcile` (snapshot → plan → act → status and events); `run` is in `run.rs`.
+//! controller: the kube-runtime controller for `NeuronDRAConfig` (`run_controller`): its watch caches, the shared
+//! reconcile context and the retry policy. One reconcile is `reconcile` (snapshot → plan → act → status and events);
+//! the `run` command around the controller (client, servers, leader election) is `crate::run`.
 
 #[macro_use]
 pub mod kinds;
