@@ -1,5 +1,6 @@
-//! controller: the kube-runtime controller for `NeuronDRAConfig`: its watch caches, the shared reconcile context and
-//! the retry policy. One reconcile is `reconcile` (snapshot → plan → act → status and events); `run` is in `run.rs`.
+//! controller: the kube-runtime controller for `NeuronDRAConfig` (`run_controller`): its watch caches, the shared
+//! reconcile context and the retry policy. One reconcile is `reconcile` (snapshot → plan → act → status and events);
+//! the `run` command around the controller (client, servers, leader election) is `crate::run`.
 
 #[macro_use]
 pub mod kinds;
@@ -29,7 +30,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
-use kube::core::PartialObjectMeta;
+use kube::core::{ApiResource, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -38,6 +39,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, MANAGER};
+use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView, trim_meta, trim_pod};
 use crate::runtime::telemetry::{ErrorLabels, Metrics, Readiness};
 
@@ -142,6 +144,8 @@ macro_rules! owned_watches {
 }
 owned_kinds!(owned_watches);
 
+/// Runs the controller until `stop`: the configs' watch and every cache, the triggers that wire them to reconciles,
+/// and the context the reconciles share.
 pub async fn run_controller(
     client: Client,
     metrics: Arc<Metrics>,
@@ -150,120 +154,43 @@ pub async fn run_controller(
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
-    let configs_api: Api<GuardedConfig> = Api::all(client.clone());
-    let config_watch = match &args.config_selector {
-        Some(selector) => watcher::Config::default().labels(selector),
-        None => watcher::Config::default(),
-    };
-    // The configs' own watch as every other (see `watches`): kube's `Controller::new` would leave its retries to the
-    // controller's backoff of all triggers.
-    let (configs, writer) = reflector::store();
-    let applied = reflector::reflector(writer, watch(configs_api, config_watch))
-        .applied_objects()
-        .predicate_filter(what_a_reconcile_reads(), Default::default());
-    let controller =
-        Controller::for_stream(without_errors(NeuronDRAConfig::kind(&()).into_owned(), applied), configs.clone())
-            .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(DEBOUNCE));
-
-    // Nodes, slices, claims and plugin pods come by the thousand: cached as compact views (see `view`), and their
-    // events trigger only when what is read of them changed (see `changes`).
+    let (configs, controller) = config_controller(&client, args);
     let every = args.trigger_on_every_event;
-    let by_the_thousand = watcher::Config::default().page_size(LIST_PAGE);
-    let (nodes, nodes_stream) =
-        cached_read(Api::<NodeView>::all(client.clone()), by_the_thousand.clone(), forget_versions, reads::node, every);
-    let (slices, slices_stream) = cached_read(
-        Api::<SliceView>::all(client.clone()),
-        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::logic::build::NEURON_DRIVER)),
-        forget_versions,
-        reads::slice,
-        every,
-    );
-    let (efa_slices, efa_slices_stream) = cached_read(
-        Api::<SliceView>::all(client.clone()),
-        by_the_thousand.clone().fields(&format!("spec.driver={}", crate::logic::build::EFA_DRIVER)),
-        forget_versions,
-        reads::slice,
-        every,
-    );
-    let (claims, claims_stream) =
-        cached_read(Api::<ClaimView>::all(client.clone()), by_the_thousand, forget_versions, reads::claim, every);
-    let (plugin_pods, pods_stream) = cached_read(
-        Api::<PodView>::all(client.clone()),
-        managed.clone().page_size(LIST_PAGE),
-        trim_pod,
-        reads::pod,
-        every,
-    );
-    let (taint_rules, rules_stream, taint_rule_resource) = taint_rules_cache(&client).await;
-    let (namespaces, namespaces_stream) = cached_read(
-        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-        watcher::Config::default(),
-        trim_meta,
-        reads::namespace,
-        every,
-    );
+    let cluster = watch_cluster_inputs(&client, every).await;
+    // Plugin pods come by the thousand too, but each triggers only its config (see `plugin_pod_owner`).
+    let plugin_pods_watch = managed.clone().page_size(LIST_PAGE);
+    let (plugin_pods, pods_stream) =
+        cached_read(Api::<PodView>::all(client.clone()), plugin_pods_watch, trim_pod, reads::pod, every);
     let (owned, owned_streams, shared_streams) = watch_owned(&client, &managed, &configs);
     // The DaemonSet controller copies the pod template's labels (managed-by included) onto its revisions.
     let (revisions, revisions_stream) = cached(Api::<ControllerRevision>::all(client.clone()), managed.clone());
 
     let stores = Stores {
         configs: configs.clone(),
-        nodes,
-        namespaces,
+        nodes: cluster.nodes,
+        namespaces: cluster.namespaces,
         owned,
-        slices,
-        efa_slices,
-        claims,
-        taint_rules,
+        slices: cluster.slices,
+        efa_slices: cluster.efa_slices,
+        claims: cluster.claims,
+        taint_rules: cluster.taint_rules,
         plugin_pods,
         revisions,
         validations: Default::default(),
     };
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
-    let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
-    let context = Arc::new(Context {
-        client: client.clone(),
-        applier: crate::controller::act::apply::Applier::default(),
-        stores: stores.clone(),
-        recorder: Recorder::new(client, reporter),
-        metrics,
-        capabilities: Default::default(),
-        taint_rules: taint_rule_resource,
-        failures: Mutex::default(),
-        unparseable: Mutex::default(),
-        unhealthy_seen: Mutex::default(),
-        held_back_seen: Mutex::default(),
-        in_use_seen: Mutex::default(),
-        synced: synced_rx,
-    });
+    let context = Arc::new(context(client, stores.clone(), metrics, cluster.taint_rule_resource, synced_rx));
 
     // Inputs every config reads (cluster-wide), merged into one trigger for all configs and sampled: a busy
     // cluster's stream of claim, slice and node changes cannot keep postponing a debounced reconcile.
-    let mut inputs = shared_streams;
-    inputs.extend([
-        namespaces_stream.map(|_| ()).boxed(),
-        nodes_stream.map(|_| ()).boxed(),
-        slices_stream.map(|_| ()).boxed(),
-        efa_slices_stream.map(|_| ()).boxed(),
-        claims_stream.map(|_| ()).boxed(),
-    ]);
-    inputs.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
+    let inputs = shared_streams.into_iter().chain(cluster.changes);
     let controller = controller
         .reconcile_on(futures::stream::select_all(owned_streams))
         .watches_stream(watch::changes::changed_objects(pods_stream), plugin_pod_owner(&configs))
         .watches_stream(revisions_stream, owner_in(&configs))
         .reconcile_all_on(sampled(futures::stream::select_all(inputs), INPUTS_SAMPLING))
         .graceful_shutdown_on(stop);
-
-    // The one waiter on the caches' readiness: a store's ready signal wakes only its latest waiter, so concurrent
-    // reconciles waiting on it directly could wait forever. Reconciles wait on `synced` instead.
-    let ready_stores = stores.clone();
-    tokio::spawn(async move {
-        ready_stores.wait_ready().await;
-        let _ = synced_tx.send(true);
-        readiness.set(true);
-        tracing::info!("caches synced");
-    });
+    signal_when_synced(stores, synced_tx, readiness);
 
     controller
         .run(reconcile::reconcile, error_policy, context)
@@ -274,6 +201,116 @@ pub async fn run_controller(
             }
         })
         .await;
+}
+
+/// The controller of the configs this operator manages (all, or those `--config-selector` selects), and their
+/// cache. Their watch is as every other (see `watch`): kube's `Controller::new` would leave its retries to the
+/// controller's backoff of all triggers.
+fn config_controller(client: &Client, args: &Options) -> (Store<GuardedConfig>, Controller<GuardedConfig>) {
+    let config_watch = match &args.config_selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
+    let (configs, writer) = reflector::store();
+    let applied = reflector::reflector(writer, watch(Api::<GuardedConfig>::all(client.clone()), config_watch))
+        .applied_objects()
+        .predicate_filter(what_a_reconcile_reads(), Default::default());
+    let controller =
+        Controller::for_stream(without_errors(NeuronDRAConfig::kind(&()).into_owned(), applied), configs.clone())
+            .with_config(kube::runtime::controller::Config::default().concurrency(args.concurrency).debounce(DEBOUNCE));
+    (configs, controller)
+}
+
+/// The caches of what every config reads cluster-wide, and their changes: each triggers every config.
+struct ClusterInputs {
+    nodes: Store<NodeView>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    slices: Store<SliceView>,
+    efa_slices: Store<SliceView>,
+    claims: Store<ClaimView>,
+    taint_rules: Store<TaintRuleView>,
+    /// The DeviceTaintRule version the server serves; None where it serves none.
+    taint_rule_resource: Option<ApiResource>,
+    changes: Vec<BoxStream<'static, ()>>,
+}
+
+/// Nodes, slices and claims come by the thousand: cached as compact views (see `view`), and their events trigger
+/// only when what is read of them changed (see `changes`); `every` triggers on every event.
+async fn watch_cluster_inputs(client: &Client, every: bool) -> ClusterInputs {
+    let by_the_thousand = watcher::Config::default().page_size(LIST_PAGE);
+    let of_driver = |driver: &str| by_the_thousand.clone().fields(&format!("spec.driver={driver}"));
+    let (nodes, nodes_stream) =
+        cached_read(Api::<NodeView>::all(client.clone()), by_the_thousand.clone(), forget_versions, reads::node, every);
+    let (slices, slices_stream) = cached_read(
+        Api::<SliceView>::all(client.clone()),
+        of_driver(crate::logic::build::NEURON_DRIVER),
+        forget_versions,
+        reads::slice,
+        every,
+    );
+    let (efa_slices, efa_slices_stream) = cached_read(
+        Api::<SliceView>::all(client.clone()),
+        of_driver(crate::logic::build::EFA_DRIVER),
+        forget_versions,
+        reads::slice,
+        every,
+    );
+    let (claims, claims_stream) =
+        cached_read(Api::<ClaimView>::all(client.clone()), by_the_thousand, forget_versions, reads::claim, every);
+    let (taint_rules, rules_stream, taint_rule_resource) = taint_rules_cache(client).await;
+    let (namespaces, namespaces_stream) = cached_read(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        watcher::Config::default(),
+        trim_meta,
+        reads::namespace,
+        every,
+    );
+    let mut changes = vec![
+        namespaces_stream.map(|_| ()).boxed(),
+        nodes_stream.map(|_| ()).boxed(),
+        slices_stream.map(|_| ()).boxed(),
+        efa_slices_stream.map(|_| ()).boxed(),
+        claims_stream.map(|_| ()).boxed(),
+    ];
+    changes.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
+    ClusterInputs { nodes, namespaces, slices, efa_slices, claims, taint_rules, taint_rule_resource, changes }
+}
+
+/// What every reconcile shares, with nothing remembered yet.
+fn context(
+    client: Client,
+    stores: Stores,
+    metrics: Arc<Metrics>,
+    taint_rules: Option<ApiResource>,
+    synced: tokio::sync::watch::Receiver<bool>,
+) -> Context {
+    let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
+    Context {
+        client: client.clone(),
+        applier: crate::controller::act::apply::Applier::default(),
+        stores,
+        recorder: Recorder::new(client, reporter),
+        metrics,
+        capabilities: Default::default(),
+        taint_rules,
+        failures: Mutex::default(),
+        unparseable: Mutex::default(),
+        unhealthy_seen: Mutex::default(),
+        held_back_seen: Mutex::default(),
+        in_use_seen: Mutex::default(),
+        synced,
+    }
+}
+
+/// The one waiter on the caches' readiness: a store's ready signal wakes only its latest waiter, so concurrent
+/// reconciles waiting on it directly could wait forever. Reconciles wait on `synced` instead.
+fn signal_when_synced(stores: Stores, synced: tokio::sync::watch::Sender<bool>, readiness: Readiness) {
+    tokio::spawn(async move {
+        stores.wait_ready().await;
+        let _ = synced.send(true);
+        readiness.set(true);
+        tracing::info!("caches synced");
+    });
 }
 
 /// Serves every series of the reconcile's error counter at 0 from the start (see `Error::METRIC_LABELS`).

@@ -15,7 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ConfigLabels {
@@ -81,118 +81,135 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        let mut metrics = Self::unregistered();
+        metrics.register();
+        metrics
+    }
+}
+
+/// The buckets of `reconcile_duration_seconds`.
+const RECONCILE_SECONDS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// Registers metrics in one registry; each gauge labelled by config alone through `config_gauge`, so that a deleted
+/// config's series all go (`forget`).
+struct Registrar<'a> {
+    registry: &'a mut Registry,
+    per_config: Vec<Family<ConfigLabels, Gauge>>,
+}
+
+impl Registrar<'_> {
+    /// Registers a handle on `metric`: what is recorded through the field is what `/metrics` shows.
+    fn metric(&mut self, name: &str, help: &str, metric: &(impl Metric + Clone)) {
+        self.registry.register(name, help, metric.clone());
+    }
+
+    fn config_gauge(&mut self, name: &str, help: &str, gauge: &Family<ConfigLabels, Gauge>) {
+        self.metric(name, help, gauge);
+        self.per_config.push(gauge.clone());
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero, in no registry yet.
+    fn unregistered() -> Self {
+        Self {
+            registry: Registry::default(),
+            reconciles: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_duration: Histogram::new(RECONCILE_SECONDS),
+            managed_objects: Family::default(),
+            api_requests: Family::default(),
+            nodes: Family::default(),
+            devices: Family::default(),
+            unhealthy_devices: Family::default(),
+            template_available: Family::default(),
+            template_allocated: Family::default(),
+            driver_desired_nodes: Family::default(),
+            driver_ready_nodes: Family::default(),
+            driver_updated_nodes: Family::default(),
+            driver_rollout_halted: Family::default(),
+            templates: Family::default(),
+            condition: Family::default(),
+            remediation_failing_nodes: Family::default(),
+            remediated_nodes: Family::default(),
+            remediation_held_back_nodes: Family::default(),
+            team_quota_devices: Family::default(),
+            team_used_devices: Family::default(),
+            leader: Gauge::default(),
+            team_namespaces: Mutex::default(),
+            per_config: Vec::new(),
+        }
+    }
+
+    /// Registers every metric, in the order `/metrics` lists them.
+    fn register(&mut self) {
         // The process metrics keep their usual names; everything else is the operator's own.
         let mut root = Registry::default();
         root.register_collector(Box::new(process::ProcessCollector));
-        let registry = root.sub_registry_with_prefix("neuron_dra_operator");
-        registry.register("build", "The operator's version and the commit it was built from", build_info());
-        let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader Lease (or runs without leader election), else 0",
-            leader.clone(),
-        );
-        // Every per-config gauge is registered through here, so a deleted config's series all go (`forget`).
-        let mut per_config = Vec::new();
-        let mut config_gauge = |registry: &mut Registry, name: &str, help: &str| {
-            let family = Family::<ConfigLabels, Gauge>::default();
-            registry.register(name, help, family.clone());
-            per_config.push(family.clone());
-            family
-        };
-        let reconciles = Family::<ConfigLabels, Counter>::default();
-        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        let reconcile_duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]);
-        let api_requests = Family::<RequestLabels, Counter>::default();
-        let template_available = Family::<TemplateLabels, Gauge>::default();
-        let template_allocated = Family::<TemplateLabels, Gauge>::default();
-        let condition = Family::<ConditionLabels, Gauge>::default();
-        registry.register("reconciles", "Reconciles per config", reconciles.clone());
-        registry.register("reconcile_errors", "Failed reconciles by error category", reconcile_errors.clone());
-        registry.register("reconcile_duration_seconds", "Time one reconcile takes", reconcile_duration.clone());
-        let managed_objects = config_gauge(registry, "managed_objects", "Objects a config owns");
-        registry.register(
-            "api_requests",
-            "Requests this process sent to the API server, by verb and resource",
-            api_requests.clone(),
-        );
-        let nodes = config_gauge(registry, "nodes", "Nodes a config selects");
-        let devices = config_gauge(registry, "devices", "Neuron devices on the nodes a config selects");
-        let unhealthy_devices = config_gauge(registry, "unhealthy_devices", "Unhealthy Neuron devices per config");
-        registry.register(
-            "template_available",
-            "How many more claims of a profile's template the config's nodes can satisfy now",
-            template_available.clone(),
-        );
-        registry.register(
-            "template_allocated",
-            "Claims made from a profile's template that hold devices now",
-            template_allocated.clone(),
-        );
-        let driver_desired_nodes =
-            config_gauge(registry, "driver_desired_nodes", "Nodes that should run a config's kubelet plugin");
-        let driver_ready_nodes =
-            config_gauge(registry, "driver_ready_nodes", "Nodes whose kubelet plugin pod is ready");
-        let driver_updated_nodes =
-            config_gauge(registry, "driver_updated_nodes", "Nodes running a config's current kubelet plugin version");
-        let driver_rollout_halted = config_gauge(
-            registry,
-            "driver_rollout_halted",
-            "1 while a config's stepped plugin rollout is halted, else 0",
-        );
-        let templates = config_gauge(registry, "templates", "ResourceClaimTemplates a config has in place");
-        registry.register("config_condition", "1 when a config's condition is True, else 0", condition.clone());
-        let remediation_failing_nodes = config_gauge(
-            registry,
-            "remediation_failing_nodes",
-            "Selected nodes reporting a Neuron hardware problem, with a remediation policy",
-        );
-        let remediated_nodes =
-            config_gauge(registry, "remediated_nodes", "Nodes whose Neuron devices a config's remediation taints now");
-        let remediation_held_back_nodes = config_gauge(
-            registry,
-            "remediation_held_back_nodes",
-            "Failing nodes a config's remediation leaves untainted because its budget is spent",
-        );
-        let team_quota_devices = Family::<TeamLabels, Gauge>::default();
-        let team_used_devices = Family::<TeamLabels, Gauge>::default();
-        registry.register(
-            "team_quota_devices",
-            "A team namespace's device budget (spec.quotas), per config",
-            team_quota_devices.clone(),
-        );
-        registry.register(
-            "team_used_devices",
-            "Devices the claims of a team namespace hold, as its budget's ResourceQuota counts them",
-            team_used_devices.clone(),
-        );
-        Self {
-            registry: root,
-            reconciles,
-            reconcile_errors,
-            reconcile_duration,
-            managed_objects,
-            api_requests,
-            nodes,
-            devices,
-            unhealthy_devices,
-            template_available,
-            template_allocated,
-            driver_desired_nodes,
-            driver_ready_nodes,
-            driver_updated_nodes,
-            driver_rollout_halted,
-            templates,
-            condition,
-            remediation_failing_nodes,
-            remediated_nodes,
-            remediation_held_back_nodes,
-            team_quota_devices,
-            team_used_devices,
-            leader,
-            team_namespaces: Mutex::default(),
-            per_config,
-        }
+        let mut registrar =
+            Registrar { registry: root.sub_registry_with_prefix("neuron_dra_operator"), per_config: Vec::new() };
+        registrar.registry.register("build", "The operator's version and the commit it was built from", build_info());
+        let leader_help = "1 while this replica holds the leader Lease (or runs without leader election), else 0";
+        registrar.metric("leader", leader_help, &self.leader);
+        self.register_reconciles(&mut registrar);
+        self.register_devices(&mut registrar);
+        self.register_driver(&mut registrar);
+        self.register_remediation(&mut registrar);
+        self.register_teams(&mut registrar);
+        self.per_config = registrar.per_config;
+        self.registry = root;
+    }
+
+    /// The reconciles, their errors and time, the objects they own and the API requests they send.
+    fn register_reconciles(&self, r: &mut Registrar) {
+        r.metric("reconciles", "Reconciles per config", &self.reconciles);
+        r.metric("reconcile_errors", "Failed reconciles by error category", &self.reconcile_errors);
+        r.metric("reconcile_duration_seconds", "Time one reconcile takes", &self.reconcile_duration);
+        r.config_gauge("managed_objects", "Objects a config owns", &self.managed_objects);
+        let requests_help = "Requests this process sent to the API server, by verb and resource";
+        r.metric("api_requests", requests_help, &self.api_requests);
+    }
+
+    /// The selected nodes' devices and their health, and the room of each profile's template.
+    fn register_devices(&self, r: &mut Registrar) {
+        r.config_gauge("nodes", "Nodes a config selects", &self.nodes);
+        r.config_gauge("devices", "Neuron devices on the nodes a config selects", &self.devices);
+        r.config_gauge("unhealthy_devices", "Unhealthy Neuron devices per config", &self.unhealthy_devices);
+        let available_help = "How many more claims of a profile's template the config's nodes can satisfy now";
+        r.metric("template_available", available_help, &self.template_available);
+        let allocated_help = "Claims made from a profile's template that hold devices now";
+        r.metric("template_allocated", allocated_help, &self.template_allocated);
+    }
+
+    /// The kubelet plugin's rollout, the templates in place and the config's conditions.
+    fn register_driver(&self, r: &mut Registrar) {
+        let desired_help = "Nodes that should run a config's kubelet plugin";
+        r.config_gauge("driver_desired_nodes", desired_help, &self.driver_desired_nodes);
+        r.config_gauge("driver_ready_nodes", "Nodes whose kubelet plugin pod is ready", &self.driver_ready_nodes);
+        let updated_help = "Nodes running a config's current kubelet plugin version";
+        r.config_gauge("driver_updated_nodes", updated_help, &self.driver_updated_nodes);
+        let halted_help = "1 while a config's stepped plugin rollout is halted, else 0";
+        r.config_gauge("driver_rollout_halted", halted_help, &self.driver_rollout_halted);
+        r.config_gauge("templates", "ResourceClaimTemplates a config has in place", &self.templates);
+        r.metric("config_condition", "1 when a config's condition is True, else 0", &self.condition);
+    }
+
+    /// What a remediation policy finds failing, taints, and holds back.
+    fn register_remediation(&self, r: &mut Registrar) {
+        let failing_help = "Selected nodes reporting a Neuron hardware problem, with a remediation policy";
+        r.config_gauge("remediation_failing_nodes", failing_help, &self.remediation_failing_nodes);
+        let remediated_help = "Nodes whose Neuron devices a config's remediation taints now";
+        r.config_gauge("remediated_nodes", remediated_help, &self.remediated_nodes);
+        let held_back_help = "Failing nodes a config's remediation leaves untainted because its budget is spent";
+        r.config_gauge("remediation_held_back_nodes", held_back_help, &self.remediation_held_back_nodes);
+    }
+
+    /// The team namespaces' device budgets and use.
+    fn register_teams(&self, r: &mut Registrar) {
+        let quota_help = "A team namespace's device budget (spec.quotas), per config";
+        r.metric("team_quota_devices", quota_help, &self.team_quota_devices);
+        let used_help = "Devices the claims of a team namespace hold, as its budget's ResourceQuota counts them";
+        r.metric("team_used_devices", used_help, &self.team_used_devices);
     }
 }
 

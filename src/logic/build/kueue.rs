@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::device_class::ultra_server_node_class_name;
-use super::quotas::named_budgets;
+use super::quotas::{Allowance, named_budgets};
 use crate::api::labels::LABEL_CONFIG;
 use crate::logic::catalog::TRAINIUM_TYPES;
 use crate::logic::nodes::INSTANCE_TYPE_LABEL;
@@ -185,17 +185,53 @@ fn meta(config: &ValidatedConfig, name: String, namespace: Option<&str>) -> Meta
 
 /// Every Kueue object for the config's named budgets; problems when a name breaks Kueue's validation.
 pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldError>> {
-    let resource = resource_name(config);
-    let node_resource = node_resource_name(config);
-    let classes = device_class_names(config);
-    let node_class = ultra_server_node_class_name(&config.spec.device_class_name);
+    let resources = QuotaResources::of(config);
+    let problems = name_problems(config, &resources);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let flavors = flavors(config);
+    let budgets = named_budgets(config);
+    let notes = notes(config, budgets.is_empty());
+    let cluster_queues = budgets
+        .iter()
+        .map(|(namespace, allowance)| cluster_queue(config, &resources, &flavors, namespace, allowance))
+        .collect();
+    let local_queues = budgets.iter().map(|(namespace, _)| local_queue(config, namespace)).collect();
+    let configuration = configuration(config, resources);
+    Ok(KueueObjects { configuration, flavors, cluster_queues, local_queues, notes })
+}
+
+/// The two quota resources and the DeviceClasses each counts.
+struct QuotaResources {
+    /// Devices (`resource_name`), from the config's DeviceClasses.
+    devices: String,
+    classes: Vec<String>,
+    /// UltraServer node entries (`node_resource_name`), from the node entries' DeviceClass.
+    nodes: String,
+    node_class: String,
+}
+
+impl QuotaResources {
+    fn of(config: &ValidatedConfig) -> Self {
+        QuotaResources {
+            devices: resource_name(config),
+            classes: device_class_names(config),
+            nodes: node_resource_name(config),
+            node_class: ultra_server_node_class_name(&config.spec.device_class_name),
+        }
+    }
+}
+
+/// The names Kueue would reject, and a selector of no supported instance type (no flavor to charge).
+fn name_problems(config: &ValidatedConfig, resources: &QuotaResources) -> Vec<FieldError> {
     let mut problems = Vec::new();
-    for name in [&resource, &node_resource] {
+    for name in [&resources.devices, &resources.nodes] {
         if let Err(reason) = check_label_key(name) {
             problems.push(problem("spec.deviceClassName", format!("Kueue's resource name {name:?} {reason}")));
         }
     }
-    for class in classes.iter().chain([&node_class]) {
+    for class in resources.classes.iter().chain([&resources.node_class]) {
         if let Err(reason) = check_label_key(class) {
             problems.push(problem("spec.deviceClassName", format!("Kueue cannot map DeviceClass {class:?}: {reason}")));
         }
@@ -203,28 +239,32 @@ pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldEr
     if instance_types(config).is_empty() {
         problems.push(problem("spec.nodeSelector", "selects no supported Trainium instance type"));
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
+    problems
+}
 
+/// The `Configuration` fragment: the feature gates and the DeviceClasses mapped to the two quota resources.
+fn configuration(config: &ValidatedConfig, resources: QuotaResources) -> Configuration {
     // Both beta and on by default since Kueue 0.19; printed anyway, so the fragment says what it relies on.
     let mut feature_gates = BTreeMap::from([(DRA_GATE.to_string(), true)]);
     if config.spec.extended_resource_name.is_some() {
         feature_gates.insert(DRA_EXTENDED_RESOURCE_GATE.to_string(), true);
     }
-    let configuration = Configuration {
+    let QuotaResources { devices, classes, nodes, node_class } = resources;
+    Configuration {
         api_version: KUEUE_CONFIG_API_VERSION.to_string(),
         kind: "Configuration".to_string(),
         feature_gates,
         resources: Resources {
             device_class_mappings: vec![
-                DeviceClassMapping { name: resource.clone(), device_class_names: classes },
-                DeviceClassMapping { name: node_resource.clone(), device_class_names: vec![node_class] },
+                DeviceClassMapping { name: devices, device_class_names: classes },
+                DeviceClassMapping { name: nodes, device_class_names: vec![node_class] },
             ],
         },
-    };
+    }
+}
 
-    let flavors = flavors(config);
+/// What gets no queue and why: budgets that select namespaces by label, or no budget naming a namespace.
+fn notes(config: &ValidatedConfig, no_named_budget: bool) -> Vec<String> {
     let mut notes = Vec::new();
     for (index, quota) in config.spec.quotas.iter().enumerate() {
         if quota.namespace_selector.is_some() {
@@ -234,44 +274,50 @@ pub fn build_kueue(config: &ValidatedConfig) -> Result<KueueObjects, Vec<FieldEr
             ));
         }
     }
-    let budgets = named_budgets(config);
-    if budgets.is_empty() {
+    if no_named_budget {
         notes.push("note: spec.quotas names no namespace: no ClusterQueue or LocalQueue".to_string());
     }
-    let cluster_queues = budgets
+    notes
+}
+
+/// The ClusterQueue of one budget namespace: its allowance on every flavor, without borrowing.
+fn cluster_queue(
+    config: &ValidatedConfig,
+    resources: &QuotaResources,
+    flavors: &[Object],
+    namespace: &str,
+    allowance: &Allowance,
+) -> Object {
+    let (resource, node_resource) = (&resources.devices, &resources.nodes);
+    // The ResourceQuota's two keys: devices less the node entries' devices, and the node entries.
+    let quota_flavors: Vec<serde_json::Value> = flavors
         .iter()
-        .map(|(namespace, allowance)| {
-            // The ResourceQuota's two keys: devices less the node entries' devices, and the node entries.
-            let quota_flavors: Vec<serde_json::Value> = flavors
-                .iter()
-                .map(|f| {
-                    serde_json::json!({"name": f.metadata.name, "resources": [
-                        {"name": resource, "nominalQuota": allowance.device_claims(), "borrowingLimit": 0},
-                        {"name": node_resource, "nominalQuota": allowance.ultra_server_nodes, "borrowingLimit": 0}]})
-                })
-                .collect();
-            Object {
-                api_version: KUEUE_API_VERSION.to_string(),
-                kind: "ClusterQueue".to_string(),
-                metadata: meta(config, cluster_queue_name(namespace), None),
-                spec: serde_json::json!({
-                    "cohortName": config.name,
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                    "resourceGroups": [{"coveredResources": [resource, node_resource], "flavors": quota_flavors}],
-                }),
-            }
+        .map(|f| {
+            serde_json::json!({"name": f.metadata.name, "resources": [
+                {"name": resource, "nominalQuota": allowance.device_claims(), "borrowingLimit": 0},
+                {"name": node_resource, "nominalQuota": allowance.ultra_server_nodes, "borrowingLimit": 0}]})
         })
         .collect();
-    let local_queues = budgets
-        .iter()
-        .map(|(namespace, _)| Object {
-            api_version: KUEUE_API_VERSION.to_string(),
-            kind: "LocalQueue".to_string(),
-            metadata: meta(config, LOCAL_QUEUE.to_string(), Some(namespace)),
-            spec: serde_json::json!({"clusterQueue": cluster_queue_name(namespace)}),
-        })
-        .collect();
-    Ok(KueueObjects { configuration, flavors, cluster_queues, local_queues, notes })
+    Object {
+        api_version: KUEUE_API_VERSION.to_string(),
+        kind: "ClusterQueue".to_string(),
+        metadata: meta(config, cluster_queue_name(namespace), None),
+        spec: serde_json::json!({
+            "cohortName": config.name,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "resourceGroups": [{"coveredResources": [resource, node_resource], "flavors": quota_flavors}],
+        }),
+    }
+}
+
+/// The LocalQueue jobs of one budget namespace name, pointing at its ClusterQueue.
+fn local_queue(config: &ValidatedConfig, namespace: &str) -> Object {
+    Object {
+        api_version: KUEUE_API_VERSION.to_string(),
+        kind: "LocalQueue".to_string(),
+        metadata: meta(config, LOCAL_QUEUE.to_string(), Some(namespace)),
+        spec: serde_json::json!({"clusterQueue": cluster_queue_name(namespace)}),
+    }
 }
 
 fn problem(path: &str, reason: impl Into<String>) -> FieldError {

@@ -69,45 +69,82 @@ pub struct Assessment {
 
 pub fn assess(inputs: &Inputs) -> Assessment {
     let expected_version = crate::logic::image::semver(&inputs.spec.driver.image);
-    let mut summary = DeviceSummary::default();
-    let mut devices: Vec<(Option<i64>, UnhealthyDevice)> = Vec::new();
-    let mut informational: Vec<UnhealthyDevice> = Vec::new();
-    // Devices of this config's nodes each rule taints, by rule name.
-    let mut rule_devices: HashMap<&str, i64> = HashMap::new();
-    let mut issues: Vec<NodeIssue> = Vec::new();
-    let mut affected_claims = BTreeSet::new();
-
+    let mut tally = Tally::default();
     // Reused from node to node: a fleet has 100,000 of them.
-    let mut published: Vec<(&SliceView, &DeviceView)> = Vec::new();
-    let mut versions: Vec<&str> = Vec::new();
+    let mut scratch = Scratch::default();
     for node in inputs.nodes {
+        tally.node(node, inputs, expected_version.as_deref(), &mut scratch);
+    }
+    tally.assessment(inputs.taint_rules)
+}
+
+/// What the assessment gathers node by node, unbounded and unsorted.
+#[derive(Default)]
+struct Tally<'a> {
+    summary: DeviceSummary,
+    /// Unhealthy devices, with the time their taint was added (None for a missing device).
+    devices: Vec<(Option<i64>, UnhealthyDevice)>,
+    informational: Vec<UnhealthyDevice>,
+    /// Devices of this config's nodes each rule taints, by rule name.
+    rule_devices: HashMap<&'a str, i64>,
+    issues: Vec<NodeIssue>,
+    affected_claims: BTreeSet<String>,
+}
+
+/// One node's published Neuron devices and the driver versions they report.
+#[derive(Default)]
+struct Scratch<'a> {
+    published: Vec<(&'a SliceView, &'a DeviceView)>,
+    versions: Vec<&'a str>,
+}
+
+impl<'a> Tally<'a> {
+    fn node(
+        &mut self,
+        node: &NodeView,
+        inputs: &Inputs<'a>,
+        expected_version: Option<&str>,
+        scratch: &mut Scratch<'a>,
+    ) {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        summary.nodes += 1;
+        self.summary.nodes += 1;
         let expected = nodes::instance_type(node.labels()).and_then(|t| t.devices).unwrap_or(0) as i64;
-        node_issues(node, inputs, &mut issues);
+        node_issues(node, inputs, &mut self.issues);
 
         let slices = inputs.slices.get(name).map(Vec::as_slice).unwrap_or_default();
         if let Some(condition) = node.not_ready() {
             // Its slices stay published (nothing on the node can withdraw them), but nothing new can use them.
             let published = slices.iter().flat_map(|s| s.spec.devices.iter()).filter(|d| d.is_neuron_device()).count();
             let gone = expected.max(published as i64);
-            summary.total += gone;
-            summary.unhealthy += gone;
-            issues.push(issue(name, NODE_NOT_READY, not_ready_message(condition, gone)));
-            continue;
+            return self.unavailable(gone, issue(name, NODE_NOT_READY, not_ready_message(condition, gone)));
         }
         if slices.is_empty() {
-            summary.total += expected;
-            summary.unhealthy += expected;
-            issues.push(issue(
-                name,
-                NO_RESOURCE_SLICE,
-                format!(
-                    "no ResourceSlice from {NEURON_DRIVER}: the kubelet plugin is not publishing its {expected} devices"
-                ),
-            ));
-            continue;
+            let message = format!(
+                "no ResourceSlice from {NEURON_DRIVER}: the kubelet plugin is not publishing its {expected} devices"
+            );
+            return self.unavailable(expected, issue(name, NO_RESOURCE_SLICE, message));
         }
+        self.published(name, expected, slices, inputs, scratch);
+        self.driver_versions(name, &mut scratch.versions, expected_version);
+    }
+
+    /// A node none of whose devices can be used, with why.
+    fn unavailable(&mut self, devices: i64, why: NodeIssue) {
+        self.summary.total += devices;
+        self.summary.unhealthy += devices;
+        self.issues.push(why);
+    }
+
+    /// The devices a node's slices publish, each judged, and those its type has that they do not publish.
+    fn published(
+        &mut self,
+        name: &str,
+        expected: i64,
+        slices: &'a [Arc<SliceView>],
+        inputs: &Inputs<'a>,
+        scratch: &mut Scratch<'a>,
+    ) {
+        let Scratch { published, versions } = scratch;
         published.clear();
         published.extend(
             slices
@@ -115,48 +152,57 @@ pub fn assess(inputs: &Inputs) -> Assessment {
                 .flat_map(|s| s.spec.devices.iter().map(move |d| (s.as_ref(), d.as_ref())))
                 .filter(|(_, d)| d.is_neuron_device()),
         );
-        summary.total += expected.max(published.len() as i64);
-
+        self.summary.total += expected.max(published.len() as i64);
         versions.clear();
-        for (slice, device) in &published {
+        for &(slice, device) in published.iter() {
             if let Some(version) = device.dra_driver_version().filter(|v| !versions.contains(v)) {
                 versions.push(version);
             }
-            for rule in inputs.taint_rules.iter().filter(|rule| taint_rule::matches(rule, slice, device)) {
-                *rule_devices.entry(rule.metadata.name.as_deref().unwrap_or_default()).or_default() += 1;
-            }
-            // Looked up for a listed device only: the key costs two strings, and a fleet has millions of devices.
-            let entry = |reason: String, effect: String| {
-                let holder = inputs.holders.get(&(slice.spec.pool.name.clone(), device.name.to_string()));
-                UnhealthyDevice {
-                    node: name.to_string(),
-                    device: device.name.to_string(),
-                    reason,
-                    effect: Some(effect),
-                    claim: holder
-                        .map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any())),
-                    pods: holder.map(|c| c.pods()).unwrap_or_default(),
-                }
-            };
-            if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
-                summary.unhealthy += 1;
-                let entry = entry(reason, effect);
-                affected_claims.extend(entry.claim.clone());
-                devices.push((added, entry));
-            } else if let Some(reason) = informational_taint(slice, device, inputs.taint_rules) {
-                informational.push(entry(reason, EFFECT_NONE.into()));
-            }
+            self.device(name, slice, device, inputs);
         }
+        self.missing(name, expected, published);
+    }
+
+    /// A node whose slices report a DRA driver version other than the configured image's.
+    fn driver_versions(&mut self, name: &str, versions: &mut [&str], expected_version: Option<&str>) {
+        if let Some(expected_version) = expected_version
+            && versions.iter().any(|v| *v != expected_version)
+        {
+            versions.sort_unstable();
+            let seen = versions.join(", ");
+            let message =
+                format!("slices published by DRA driver {} but the configured image is {expected_version}", seen);
+            self.issues.push(issue(name, DRIVER_VERSION_MISMATCH, message));
+        }
+    }
+
+    /// One published device: the rules that taint it, and whether it is unhealthy or informationally tainted.
+    fn device(&mut self, node: &str, slice: &SliceView, device: &DeviceView, inputs: &Inputs<'a>) {
+        for rule in inputs.taint_rules.iter().filter(|rule| taint_rule::matches(rule, slice, device)) {
+            *self.rule_devices.entry(rule.metadata.name.as_deref().unwrap_or_default()).or_default() += 1;
+        }
+        if let Some((reason, effect, added)) = taint_of(slice, device, inputs.taint_rules) {
+            self.summary.unhealthy += 1;
+            let entry = listed_device(node, slice, device, inputs.holders, reason, effect);
+            self.affected_claims.extend(entry.claim.clone());
+            self.devices.push((added, entry));
+        } else if let Some(reason) = informational_taint(slice, device, inputs.taint_rules) {
+            self.informational.push(listed_device(node, slice, device, inputs.holders, reason, EFFECT_NONE.into()));
+        }
+    }
+
+    /// The devices the node's type has that its slices do not publish, by the device ids absent.
+    fn missing(&mut self, node: &str, expected: i64, published: &[(&SliceView, &DeviceView)]) {
         let missing = expected - published.len() as i64;
         if missing > 0 {
-            summary.unhealthy += missing;
+            self.summary.unhealthy += missing;
             let present: BTreeSet<i64> = published.iter().filter_map(|(_, d)| d.device_id()).collect();
             let absent = (0..expected).filter(|id| !present.contains(id)).take(missing as usize);
             for id in absent {
-                devices.push((
+                self.devices.push((
                     None,
                     UnhealthyDevice {
-                        node: name.to_string(),
+                        node: node.to_string(),
                         device: format!("deviceId={id}"),
                         reason: MISSING.into(),
                         ..UnhealthyDevice::default()
@@ -164,36 +210,50 @@ pub fn assess(inputs: &Inputs) -> Assessment {
                 ));
             }
         }
-        if let Some(expected_version) = &expected_version
-            && versions.iter().any(|v| *v != expected_version.as_str())
-        {
-            versions.sort_unstable();
-            let seen = versions.join(", ");
-            issues.push(issue(
-                name,
-                DRIVER_VERSION_MISMATCH,
-                format!("slices published by DRA driver {} but the configured image is {expected_version}", seen),
-            ));
+    }
+
+    /// The bounded, sorted lists for the status, and the unbounded sets for events.
+    fn assessment(self, rules: &[Arc<TaintRuleView>]) -> Assessment {
+        let Tally { mut summary, mut devices, mut informational, rule_devices, mut issues, affected_claims } = self;
+        summary.healthy = summary.total - summary.unhealthy;
+        let unhealthy = devices.iter().map(|(_, d)| (d.node.clone(), d.device.clone())).collect();
+        // Most recent taint first, then by node and device; missing devices (no time) last.
+        devices.sort_by(|(ta, a), (tb, b)| tb.cmp(ta).then_with(|| (&a.node, &a.device).cmp(&(&b.node, &b.device))));
+        issues.sort_by(|a, b| (&a.node, &a.reason).cmp(&(&b.node, &b.reason)));
+        informational.sort_by(|a, b| (&a.node, &a.device).cmp(&(&b.node, &b.device)));
+        Assessment {
+            health: Health {
+                summary,
+                unhealthy_devices: devices.into_iter().take(MAX_LISTED).map(|(_, d)| d).collect(),
+                informational_taints: informational.into_iter().take(MAX_LISTED).collect(),
+                taint_rules: rule_summaries(rules, &rule_devices),
+                node_issues: issues.into_iter().take(MAX_LISTED).collect(),
+                affected_claims: affected_claims.len(),
+            },
+            unhealthy,
+            affected_claims,
         }
     }
-    summary.healthy = summary.total - summary.unhealthy;
+}
 
-    let unhealthy = devices.iter().map(|(_, d)| (d.node.clone(), d.device.clone())).collect();
-    // Most recent taint first, then by node and device; missing devices (no time) last.
-    devices.sort_by(|(ta, a), (tb, b)| tb.cmp(ta).then_with(|| (&a.node, &a.device).cmp(&(&b.node, &b.device))));
-    issues.sort_by(|a, b| (&a.node, &a.reason).cmp(&(&b.node, &b.reason)));
-    informational.sort_by(|a, b| (&a.node, &a.device).cmp(&(&b.node, &b.device)));
-    Assessment {
-        health: Health {
-            summary,
-            unhealthy_devices: devices.into_iter().take(MAX_LISTED).map(|(_, d)| d).collect(),
-            informational_taints: informational.into_iter().take(MAX_LISTED).collect(),
-            taint_rules: rule_summaries(inputs.taint_rules, &rule_devices),
-            node_issues: issues.into_iter().take(MAX_LISTED).collect(),
-            affected_claims: affected_claims.len(),
-        },
-        unhealthy,
-        affected_claims,
+/// A listed device, with the claim that holds it and that claim's pods. Looked up for a listed device only: the
+/// key costs two strings, and a fleet has millions of devices.
+fn listed_device(
+    node: &str,
+    slice: &SliceView,
+    device: &DeviceView,
+    holders: &HashMap<(String, String), Arc<ClaimView>>,
+    reason: String,
+    effect: String,
+) -> UnhealthyDevice {
+    let holder = holders.get(&(slice.spec.pool.name.clone(), device.name.to_string()));
+    UnhealthyDevice {
+        node: node.to_string(),
+        device: device.name.to_string(),
+        reason,
+        effect: Some(effect),
+        claim: holder.map(|c| format!("{}/{}", c.metadata.namespace.as_deref().unwrap_or(""), c.name_any())),
+        pods: holder.map(|c| c.pods()).unwrap_or_default(),
     }
 }
 

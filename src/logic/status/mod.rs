@@ -138,30 +138,64 @@ impl Observation {
     }
 }
 
+/// The status from what was applied and observed: one condition per part, `Ready` over them, kstatus's two over
+/// those, the phase, and the figures.
 pub fn compute(
     previous: Option<&NeuronDRAConfigStatus>,
     observed: &Observation,
     now: Timestamp,
 ) -> NeuronDRAConfigStatus {
-    let mut conditions: Vec<Condition> = Vec::new();
-    let generation = observed.generation;
-    let set = |conditions: &mut Vec<Condition>, type_: ConditionType, ok: bool, reason: Reason, message: String| {
+    let mut conditions = Conditions { previous, generation: observed.generation, now, list: Vec::new() };
+    conditions.set(ConditionType::ConfigValid, config_valid(observed));
+    let (driver_ready, driver) = driver_ready(previous, &observed.rollout);
+    let driver_ok = driver_ready.0;
+    conditions.set(ConditionType::DriverReady, driver_ready);
+    let templates_ready = templates_ready(observed);
+    let templates_ok = templates_ready.0;
+    conditions.set(ConditionType::TemplatesReady, templates_ready);
+    if let Some(health) = &observed.health {
+        conditions.set(ConditionType::DevicesHealthy, devices_healthy(health));
+    }
+    let valid = observed.validity == Validity::Valid;
+    let ready = valid && driver_ok && templates_ok;
+    conditions.set(ConditionType::Ready, ready_condition(ready));
+    let [reconciling, stalled] = Progress::of(&conditions.list, observed.paused).conditions();
+    conditions.set(ConditionType::Reconciling, reconciling);
+    conditions.set(ConditionType::Stalled, stalled);
+    let mut conditions = conditions.list;
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    status(observed, phase(observed, valid, ready), conditions, driver)
+}
+
+/// The conditions as they are set, each keeping its previous `lastTransitionTime` while its status holds.
+struct Conditions<'a> {
+    previous: Option<&'a NeuronDRAConfigStatus>,
+    generation: Option<i64>,
+    now: Timestamp,
+    list: Vec<Condition>,
+}
+
+impl Conditions<'_> {
+    fn set(&mut self, type_: ConditionType, (ok, reason, message): (bool, Reason, String)) {
         let status = if ok { "True" } else { "False" };
-        let previous = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_.as_str()));
+        let previous = self.previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_.as_str()));
         let last_transition_time = match previous {
             Some(p) if p.status == status => p.last_transition_time.clone(),
-            _ => Time(now),
+            _ => Time(self.now),
         };
-        conditions.push(Condition {
+        self.list.push(Condition {
             type_: type_.as_str().into(),
             status: status.into(),
             reason: reason.as_str().into(),
             message,
-            observed_generation: generation,
+            observed_generation: self.generation,
             last_transition_time,
         });
-    };
+    }
+}
 
+/// ConfigValid: whether the spec is valid, and no other tool's object is in the way.
+fn config_valid(observed: &Observation) -> (bool, Reason, String) {
     let (valid, message) = match &observed.validity {
         Validity::Valid => (true, "the spec is valid".to_string()),
         Validity::InvalidSpec(message) | Validity::Conflict(message) | Validity::Unsupported(message) => {
@@ -169,38 +203,42 @@ pub fn compute(
         }
         Validity::Unparseable(error) => (false, format!("the operator cannot read this object: {error}")),
     };
-    let spec_ok = observed.validity.spec_ok();
     // Another tool's object under a name the config wants: the spec is fine, but it cannot be carried out as is.
     let (reason, message) = match (valid, observed.foreign.join("; ")) {
         (_, foreign) if foreign.is_empty() => (observed.validity.reason(), message),
         (true, foreign) => (Reason::ForeignObject, foreign),
         (false, foreign) => (observed.validity.reason(), format!("{message}; {foreign}")),
     };
-    set(&mut conditions, ConditionType::ConfigValid, valid && observed.foreign.is_empty(), reason, message);
+    (valid && observed.foreign.is_empty(), reason, message)
+}
 
-    let (driver_ok, driver_reason, driver_message, driver) = match &observed.rollout {
+/// DriverReady, and the driver's part of the status.
+fn driver_ready(
+    previous: Option<&NeuronDRAConfigStatus>,
+    rollout: &Rollout,
+) -> ((bool, Reason, String), Option<DriverStatus>) {
+    match rollout {
         // Nothing applied this time (an invalid or conflicting spec, the namespace going): the rollout's record is
         // kept as stored, so a halt (or a step in flight) survives until a valid spec brings a new template; were it
         // dropped, fixing a typo would restart the halted revision at the canary.
         Rollout::NotApplied(why) | Rollout::Unfenced(why) => {
-            let rollout = previous.and_then(|p| p.driver.as_ref()).and_then(|d| d.rollout.clone());
-            let reason =
-                if matches!(observed.rollout, Rollout::Unfenced(_)) { Reason::Unfenced } else { Reason::NotApplied };
-            (false, reason, why.clone(), rollout.map(|r| DriverStatus { rollout: Some(r), ..Default::default() }))
+            let kept = previous.and_then(|p| p.driver.as_ref()).and_then(|d| d.rollout.clone());
+            let reason = if matches!(rollout, Rollout::Unfenced(_)) { Reason::Unfenced } else { Reason::NotApplied };
+            ((false, reason, why.clone()), kept.map(|r| DriverStatus { rollout: Some(r), ..Default::default() }))
         }
         Rollout::Applied { status, observed: false } => {
-            (false, Reason::Pending, "waiting for the DaemonSet controller".into(), Some(status.clone()))
+            ((false, Reason::Pending, "waiting for the DaemonSet controller".into()), Some(status.clone()))
         }
-        Rollout::Applied { status, .. } => {
-            let (ok, reason, message) = driver_condition(status);
-            (ok, reason, message, Some(status.clone()))
-        }
-    };
-    set(&mut conditions, ConditionType::DriverReady, driver_ok, driver_reason, driver_message);
+        Rollout::Applied { status, .. } => (driver_condition(status), Some(status.clone())),
+    }
+}
 
+/// TemplatesReady: every template wanted is in place, and every DeviceClass they claim from exists.
+fn templates_ready(observed: &Observation) -> (bool, Reason, String) {
+    let spec_ok = observed.validity.spec_ok();
     let all_present = spec_ok && observed.templates_present == observed.templates_wanted;
     let templates_ok = all_present && observed.classes_missing.is_empty();
-    let templates_message = if templates_ok {
+    let message = if templates_ok {
         format!("{} templates in {} namespaces", observed.templates_present, observed.template_namespaces)
     } else if !spec_ok {
         "not applied: the spec is invalid".into()
@@ -221,46 +259,40 @@ pub fn compute(
             observed.templates_missing.join(", ")
         )
     };
-    let templates_reason = match () {
+    let reason = match () {
         () if templates_ok => Reason::Applied,
         () if spec_ok && !observed.templates_foreign.is_empty() => Reason::ForeignObject,
         () if all_present => Reason::DeviceClassMissing,
         () => Reason::Missing,
     };
-    set(&mut conditions, ConditionType::TemplatesReady, templates_ok, templates_reason, templates_message);
+    (templates_ok, reason, message)
+}
 
-    if let Some(health) = &observed.health {
-        let healthy = health.summary.unhealthy == 0 && health.node_issues.is_empty();
-        let message = format!(
-            "{} of {} devices healthy on {} nodes; {} node issues; {} claims hold an unhealthy device",
-            health.summary.healthy,
-            health.summary.total,
-            health.summary.nodes,
-            health.node_issues.len(),
-            health.affected_claims
-        );
-        let reason = if healthy { Reason::AllHealthy } else { Reason::Unhealthy };
-        set(&mut conditions, ConditionType::DevicesHealthy, healthy, reason, message);
-    }
-
-    let ready = valid && driver_ok && templates_ok;
-    let ready_message =
-        if ready { "the driver is rolled out and every template is in place" } else { "see the other conditions" };
-    set(
-        &mut conditions,
-        ConditionType::Ready,
-        ready,
-        if ready { Reason::Ready } else { Reason::NotReady },
-        ready_message.into(),
+/// DevicesHealthy: no unhealthy device and no node issue.
+fn devices_healthy(health: &Health) -> (bool, Reason, String) {
+    let healthy = health.summary.unhealthy == 0 && health.node_issues.is_empty();
+    let message = format!(
+        "{} of {} devices healthy on {} nodes; {} node issues; {} claims hold an unhealthy device",
+        health.summary.healthy,
+        health.summary.total,
+        health.summary.nodes,
+        health.node_issues.len(),
+        health.affected_claims
     );
-    let [reconciling, stalled] = Progress::of(&conditions, observed.paused).conditions();
-    for (type_, (status, reason, message)) in
-        [(ConditionType::Reconciling, reconciling), (ConditionType::Stalled, stalled)]
-    {
-        set(&mut conditions, type_, status, reason, message);
-    }
+    let reason = if healthy { Reason::AllHealthy } else { Reason::Unhealthy };
+    (healthy, reason, message)
+}
 
-    let phase = if observed.paused {
+/// Ready: a valid spec, the driver rolled out and every template in place (device health is not part of it).
+fn ready_condition(ready: bool) -> (bool, Reason, String) {
+    let message =
+        if ready { "the driver is rolled out and every template is in place" } else { "see the other conditions" };
+    (ready, if ready { Reason::Ready } else { Reason::NotReady }, message.into())
+}
+
+/// The phase: paused, else degraded (an invalid spec, or an unhealthy device or node), ready, or progressing.
+fn phase(observed: &Observation, valid: bool, ready: bool) -> Phase {
+    if observed.paused {
         Phase::Paused
     } else if !valid || observed.health.as_ref().is_some_and(|h| h.summary.unhealthy > 0 || !h.node_issues.is_empty()) {
         Phase::Degraded
@@ -268,12 +300,19 @@ pub fn compute(
         Phase::Ready
     } else {
         Phase::Progressing
-    };
+    }
+}
 
-    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+/// The status with its conditions and phase, and the figures as observed.
+fn status(
+    observed: &Observation,
+    phase: Phase,
+    conditions: Vec<Condition>,
+    driver: Option<DriverStatus>,
+) -> NeuronDRAConfigStatus {
     let health = observed.health.clone().unwrap_or_default();
     NeuronDRAConfigStatus {
-        observed_generation: generation,
+        observed_generation: observed.generation,
         phase: Some(phase),
         conditions,
         driver,
@@ -287,23 +326,23 @@ pub fn compute(
             count: observed.templates_present as i64,
             min_available: observed.capacity.iter().map(|c| c.available).min(),
         }),
-        profiles: observed
-            .profiles
-            .iter()
-            .map(|profile| ProfileStatus {
-                capacity: observed
-                    .capacity
-                    .iter()
-                    .filter(|c| profile.templates.contains(&c.template))
-                    .cloned()
-                    .collect(),
-                ..profile.clone()
-            })
-            .collect(),
+        profiles: profiles_with_capacity(observed),
         remediation: observed.remediation.clone(),
         teams: observed.teams.clone(),
         team_summary: observed.team_summary.clone(),
     }
+}
+
+/// Each profile with the room of its templates.
+fn profiles_with_capacity(observed: &Observation) -> Vec<ProfileStatus> {
+    let capacity_of = |profile: &ProfileStatus| {
+        observed.capacity.iter().filter(|c| profile.templates.contains(&c.template)).cloned().collect()
+    };
+    observed
+        .profiles
+        .iter()
+        .map(|profile| ProfileStatus { capacity: capacity_of(profile), ..profile.clone() })
+        .collect()
 }
 
 /// Now, to the second: the API server stores condition times in seconds, so a finer time would never compare equal.
