@@ -25,21 +25,42 @@ pub struct Context {
     pub capabilities: super::capabilities::Capabilities,
     /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
     pub taint_rules: Option<kube::core::ApiResource>,
-    /// Consecutive failures per config, for exponential backoff.
-    pub(super) failures: Mutex<HashMap<String, u32>>,
-    /// Configs reported as unparseable, with the error: reported once, not on every event.
-    pub(super) unparseable: Mutex<HashMap<String, String>>,
-    /// Unhealthy devices per config at the last reconcile, so events mark changes, not every reconcile.
-    pub(super) unhealthy_seen: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
-    /// Nodes held back by the remediation budget per config at the last reconcile, likewise.
-    pub(super) held_back_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
-    /// Claims on unhealthy devices per config at the last reconcile, likewise.
-    pub(super) in_use_seen: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+    /// What is kept about each config between its passes, by config name: one entry, dropped as one.
+    pub(super) memory: Mutex<HashMap<String, ConfigMemory>>,
     /// True once every cache has listed once (see `Context::synced`).
     pub(super) synced: tokio::sync::watch::Receiver<bool>,
 }
 
+/// What is kept about one config between its passes.
+#[derive(Default)]
+pub(super) struct ConfigMemory {
+    /// Consecutive failed passes, for the retry's exponential backoff.
+    failures: u32,
+    /// The parse error last reported, so that each is reported once, not on every event.
+    unparseable: Option<String>,
+    /// What the last pass's events found (unhealthy devices, claims on them, nodes held back), so that events
+    /// mark changes, not every pass.
+    seen: Remembered,
+}
+
 impl Context {
+    /// `name`'s memory, for one short change under the lock (made when there is none).
+    fn with_memory<T>(&self, name: &str, f: impl FnOnce(&mut ConfigMemory) -> T) -> T {
+        f(self.memory.lock().expect("not poisoned").entry(name.to_string()).or_default())
+    }
+
+    /// A read of `name`'s memory under the lock (an empty one when there is none: a read makes no entry).
+    fn read_memory<T>(&self, name: &str, f: impl FnOnce(&ConfigMemory) -> T) -> T {
+        f(self.memory.lock().expect("not poisoned").get(name).unwrap_or(&ConfigMemory::default()))
+    }
+
+    /// A change to `name`'s memory when it has one (a reset needs no entry).
+    fn reset_memory(&self, name: &str, f: impl FnOnce(&mut ConfigMemory)) {
+        if let Some(memory) = self.memory.lock().expect("not poisoned").get_mut(name) {
+            f(memory);
+        }
+    }
+
     /// Waits until every cache has listed once, so a reconcile never mistakes "not loaded" for "absent".
     pub(super) async fn synced(&self) {
         let mut synced = self.synced.clone();
@@ -47,17 +68,25 @@ impl Context {
     }
 
     pub(super) fn reset_failures(&self, name: &str) {
-        self.failures.lock().expect("not poisoned").remove(name);
+        self.reset_memory(name, |memory| memory.failures = 0);
+    }
+
+    /// Counts one more failed pass over `name`, and says how many in a row.
+    pub(super) fn failed_again(&self, name: &str) -> u32 {
+        self.with_memory(name, |memory| {
+            memory.failures = memory.failures.saturating_add(1);
+            memory.failures
+        })
     }
 
     /// Whether this exact parse error was already reported for this config.
     pub(super) fn already_reported(&self, name: &str, error: &str) -> bool {
-        self.unparseable.lock().expect("not poisoned").get(name).map(String::as_str) == Some(error)
+        self.read_memory(name, |memory| memory.unparseable.as_deref() == Some(error))
     }
 
     /// Remembers a parse error once its status is written, so it is reported once, not on every event.
     pub(super) fn reported_unparseable(&self, name: &str, error: &str) {
-        self.unparseable.lock().expect("not poisoned").insert(name.to_string(), error.to_string());
+        self.with_memory(name, |memory| memory.unparseable = Some(error.to_string()));
     }
 
     /// Drops everything kept about a config that is gone: its metric series and its entries here.
@@ -69,11 +98,7 @@ impl Context {
     /// `forget` by name and uid, also for a config that cannot be parsed: without its spec its per-template series
     /// are unknown and stay until the operator restarts.
     pub(super) fn forget_named(&self, name: &str, uid: Option<&str>, validated: Option<&ValidatedConfig>) {
-        self.failures.lock().expect("not poisoned").remove(name);
-        self.unparseable.lock().expect("not poisoned").remove(name);
-        self.unhealthy_seen.lock().expect("not poisoned").remove(name);
-        self.in_use_seen.lock().expect("not poisoned").remove(name);
-        self.held_back_seen.lock().expect("not poisoned").remove(name);
+        self.memory.lock().expect("not poisoned").remove(name);
         self.applier.expectations.forget(&crate::controller::act::apply::config_key(name));
         if let Some(uid) = uid {
             self.stores.validations.forget(uid);
@@ -83,29 +108,21 @@ impl Context {
 
     /// What the events of earlier passes over `name` found (`events::Remembered`).
     pub(super) fn remembered(&self, name: &str) -> Remembered {
-        Remembered {
-            unhealthy: self.unhealthy_seen.lock().expect("not poisoned").get(name).cloned(),
-            in_use: self.in_use_seen.lock().expect("not poisoned").get(name).cloned(),
-            held_back: self.held_back_seen.lock().expect("not poisoned").get(name).cloned(),
-        }
+        self.read_memory(name, |memory| memory.seen.clone())
     }
 
-    /// Keeps what a pass over `name` found, for the next pass's events (None: nothing new).
+    /// Keeps what a pass over `name` found, for the next pass's events (None, or a None part: nothing new).
     pub(super) fn remember(&self, name: &str, remembered: Option<Remembered>) {
         let Some(Remembered { unhealthy, in_use, held_back }) = remembered else { return };
-        keep(&self.unhealthy_seen, name, unhealthy);
-        keep(&self.in_use_seen, name, in_use);
-        keep(&self.held_back_seen, name, held_back);
+        self.with_memory(name, |memory| {
+            let seen = &mut memory.seen;
+            seen.unhealthy = unhealthy.or(seen.unhealthy.take());
+            seen.in_use = in_use.or(seen.in_use.take());
+            seen.held_back = held_back.or(seen.held_back.take());
+        });
     }
 
     pub(super) fn parsed_again(&self, name: &str) {
-        self.unparseable.lock().expect("not poisoned").remove(name);
-    }
-}
-
-/// `value` as `name`'s entry of `map`, when there is one (None leaves the entry as it was).
-fn keep<T>(map: &Mutex<HashMap<String, T>>, name: &str, value: Option<T>) {
-    if let Some(value) = value {
-        map.lock().expect("not poisoned").insert(name.to_string(), value);
+        self.reset_memory(name, |memory| memory.unparseable = None);
     }
 }

@@ -293,11 +293,7 @@ fn context(
         metrics,
         capabilities: Default::default(),
         taint_rules,
-        failures: Mutex::default(),
-        unparseable: Mutex::default(),
-        unhealthy_seen: Mutex::default(),
-        held_back_seen: Mutex::default(),
-        in_use_seen: Mutex::default(),
+        memory: Mutex::default(),
         synced,
     }
 }
@@ -328,12 +324,7 @@ fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) ->
     for category in categories {
         ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();
     }
-    let failures = {
-        let mut failures = ctx.failures.lock().expect("not poisoned");
-        let count = failures.entry(name.clone()).or_insert(0);
-        *count = count.saturating_add(1);
-        *count
-    };
+    let failures = ctx.failed_again(&name);
     let delay = backoff(failures);
     tracing::warn!(config = %name, %error, category, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)

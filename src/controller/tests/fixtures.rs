@@ -232,11 +232,7 @@ impl Fixture {
                 Some(problem) => Err(problem.clone()),
             }),
             taint_rules: world.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource()),
-            failures: Default::default(),
-            held_back_seen: Default::default(),
-            unparseable: Default::default(),
-            unhealthy_seen: Default::default(),
-            in_use_seen: Default::default(),
+            memory: Default::default(),
             // The fixture's caches are filled before the reconcile runs.
             synced: tokio::sync::watch::channel(true).1,
         });

@@ -340,9 +340,7 @@ async fn a_deleted_config_leaves_no_metric_series_and_no_state() {
     fixture.reconcile(&deleted).await.unwrap();
     let metrics = fixture.ctx.metrics.encode();
     assert!(!metrics.contains("config=\"c\""), "{metrics}");
-    assert!(fixture.ctx.failures.lock().unwrap().is_empty());
-    assert!(fixture.ctx.unhealthy_seen.lock().unwrap().is_empty());
-    assert!(fixture.ctx.unparseable.lock().unwrap().is_empty());
+    assert!(fixture.ctx.memory.lock().unwrap().is_empty(), "the config's memory is dropped");
     assert!(fixture.ctx.applier.expectations.settled("NeuronDRAConfig//c", Some("1")), "no write awaited");
 }
 
