@@ -127,7 +127,6 @@ fn functions(text: &str) -> Vec<(String, usize)> {
 }
 
 #[test]
-#[ignore = "the tree does not pass it yet (issue #39)"]
 fn no_function_is_longer_than_one_screen() {
     let long: Vec<String> = rust_files_of(&["src"])
         .into_iter()
