@@ -15,18 +15,17 @@ use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use neuron_dra_operator::controller::kinds::{self, KindInfo, Release};
 use serde_json::json;
 use support::cluster::{self, TEST_LABEL, kubectl, repo};
 use support::docs;
 use support::scenario::Scenario;
 
-/// The kinds a config owns, as `kubectl get` names them, and whether they are namespaced.
-const OWNED: &[(&str, bool)] = &[
-    ("daemonsets", true),
-    ("serviceaccounts", true),
-    ("resourceclaimtemplates", true),
-    ("clusterrolebindings", false),
-];
+/// The kinds a config owns by its label: the operator's table (`controller::kinds`) less the shared kinds, which
+/// carry the shared label instead (a config's DeviceClass is checked by name).
+fn labelled_kinds() -> Vec<KindInfo> {
+    kinds::owned().into_iter().filter(|k| k.release == Release::Delete).collect()
+}
 
 /// Runs a documented command line with bash in the checkout, against the local control plane, with the Helm this
 /// project builds first on the PATH.
@@ -54,9 +53,9 @@ fn bash_ok(command: &str) -> String {
 fn owned_by(config: &str) -> BTreeSet<String> {
     let selector = format!("neurondra.io/config={config}");
     let mut found = BTreeSet::new();
-    for (kind, namespaced) in OWNED {
-        let mut args = vec!["get", kind, "-l", &selector, "-o", "name"];
-        if *namespaced {
+    for kind in labelled_kinds() {
+        let mut args = vec!["get", &kind.plural, "-l", &selector, "-o", "name"];
+        if kind.namespaced {
             args.push("-A");
         }
         found.extend(kubectl(&args).lines().map(String::from));
@@ -71,10 +70,16 @@ async fn ready_config(s: &Scenario, name: &str) {
         "deviceClassName": format!("{name}.neuron.aws.com"),
         "templates": {"namespaces": [namespace]},
         "profiles": [{"name": "one", "training": {"devices": 1}}],
+        "quotas": [{"namespaces": [namespace], "devices": 1}],
     });
     s.apply(&s.config(name, spec)).await.unwrap();
     s.wait_ready(name).await;
-    assert!(owned_by(name).len() >= OWNED.len(), "the config owns one of each: {:?}", owned_by(name));
+    let owned = owned_by(name);
+    for kind in labelled_kinds() {
+        // `kubectl get -o name` writes `kind[.group]/name`, the kind in lower case.
+        let of_kind = |found: &&String| found.split(['.', '/']).next() == Some(&kind.kind.to_lowercase());
+        assert!(owned.iter().any(|found| of_kind(&found)), "the config owns no {}: {owned:?}", kind.kind);
+    }
 }
 
 /// The guide's release, image archive and chart package are the crate's version (`make version` writes them).
@@ -85,6 +90,22 @@ fn the_eks_guide_names_the_release_of_this_version() {
     assert!(docs::EKS_PACKAGE.ends_with(&format!("-{version}.tgz")), "{}", docs::EKS_PACKAGE);
     assert!(docs::EKS_COPY_IMAGE.contains(&format!("-{version}.oci.tar ")), "{}", docs::EKS_COPY_IMAGE);
     assert!(docs::EKS_COPY_IMAGE.ends_with(&format!(":{version}")), "{}", docs::EKS_COPY_IMAGE);
+}
+
+/// The guide's recovery deletes every kind a config owns by its label, each with the command of its scope.
+#[test]
+fn the_recovery_commands_delete_every_kind_a_config_owns() {
+    let resources =
+        |command: &str| -> Vec<String> { command.split(' ').nth(2).unwrap().split(',').map(String::from).collect() };
+    let (namespaced, cluster) = (resources(docs::EKS_RECOVER_NAMESPACED), resources(docs::EKS_RECOVER_CLUSTER));
+    for kind in labelled_kinds() {
+        let (command, listed) = if kind.namespaced { ("namespaced", &namespaced) } else { ("cluster", &cluster) };
+        assert!(
+            listed.contains(&kind.plural),
+            "the {command} recovery command of docs/install-eks.md misses {}",
+            kind.plural
+        );
+    }
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! watch events trigger, how an unwanted object of it goes, and whether it is one of a config's own driver objects.
 //! From the table come the caches and their readiness (`stores.rs`), the watches (`controller/mod.rs`), each kind's
 //! cache lookup and API (`act/operands.rs`), the delete order (the table backwards, `act/pass.rs`), the count of a
-//! config's driver objects, and the RBAC the operator needs (checked against `config/rbac/role.yaml` and the table
-//! in docs/architecture.md). Adding a kind is one row here, its builder in `logic/build`, and its place in
+//! config's driver objects, the RBAC the operator needs (checked against `config/rbac/role.yaml` and the table
+//! in docs/architecture.md), the OLM bundle's list of what a config makes (`devtools/bundle/csv.rs`) and the
+//! kinds an uninstall leaves none of (tests/install_eks.rs, which holds docs/install-eks.md's recovery commands to
+//! them). Adding a kind is one row here, its builder in `logic/build`, and its place in
 //! `Desired::in_order` (`logic/build/order.rs`), where the apply order and its stages are written once.
 //!
 //! The kinds read but not owned (nodes, slices, claims, plugin pods, revisions, DeviceTaintRules, namespaces) are
@@ -45,13 +47,17 @@ macro_rules! owned_kinds {
     };
 }
 
-/// One kind as RBAC and the docs name it.
+/// One kind as RBAC, the docs, the OLM bundle and the tests name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindInfo {
     pub kind: String,
     /// The API group ("" for the core group).
     pub group: String,
+    pub version: String,
     pub plural: String,
+    pub namespaced: bool,
+    /// `Delete` kinds carry the config's label (`neurondra.io/config`); `Shared` ones the shared label instead.
+    pub release: Release,
     pub verbs: &'static [&'static str],
 }
 
@@ -66,7 +72,10 @@ macro_rules! kind_infos {
             vec![$(KindInfo {
                 kind: <$ty>::kind(&()).into_owned(),
                 group: <$ty>::group(&()).into_owned(),
+                version: <$ty>::version(&()).into_owned(),
                 plural: <$ty>::plural(&()).into_owned(),
+                namespaced: stringify!($scope) == "namespaced",
+                release: Release::$release,
                 verbs: OWNED_VERBS,
             },)*]
         }

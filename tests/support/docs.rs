@@ -75,7 +75,7 @@ pub const EKS_DELETE_CRD: &str = "kubectl delete crd neurondraconfigs.neurondra.
 pub const EKS_RECOVER_FINALIZER: &str =
     r#"kubectl patch ndc CONFIG --type=merge -p '{"metadata":{"finalizers":null}}'"#;
 pub const EKS_RECOVER_NAMESPACED: &str =
-    "kubectl delete daemonsets,serviceaccounts,resourceclaimtemplates -A -l neurondra.io/config=CONFIG";
+    "kubectl delete daemonsets,serviceaccounts,resourceclaimtemplates,resourcequotas -A -l neurondra.io/config=CONFIG";
 pub const EKS_RECOVER_CLUSTER: &str = "kubectl delete clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings -l neurondra.io/config=CONFIG";
 
 pub const EKS_AWS_ONLY: &[&str] = &[EKS_ECR_CREATE, EKS_ECR_LOGIN];

@@ -127,6 +127,13 @@ const STATUS_DESCRIPTORS: &[Descriptor] = &[
     ("templates.namespaces", "Template Namespaces", &["urn:alm:descriptor:text"]),
 ];
 
+/// What a config makes: the kinds of the table (`controller::kinds`), so a new kind is listed without a line here,
+/// and the driver namespace, which it creates but never deletes (configs share it).
+fn resources() -> Vec<Value> {
+    let owned = crate::controller::kinds::owned().into_iter().map(|k| json!({ "kind": k.kind, "version": k.version }));
+    owned.chain([json!({ "kind": "Namespace", "version": "v1" })]).collect()
+}
+
 fn owned_crd(crd: &Value) -> anyhow::Result<Value> {
     let version = &crd["spec"]["versions"][0];
     let schema = &version["schema"]["openAPIV3Schema"];
@@ -136,14 +143,7 @@ fn owned_crd(crd: &Value) -> anyhow::Result<Value> {
         "kind": crd["spec"]["names"]["kind"],
         "displayName": "Neuron DRA Config",
         "description": schema["description"],
-        "resources": [
-            { "kind": "DaemonSet", "version": "v1" },
-            { "kind": "DeviceClass", "version": "v1" },
-            { "kind": "ResourceClaimTemplate", "version": "v1" },
-            { "kind": "ServiceAccount", "version": "v1" },
-            { "kind": "ClusterRoleBinding", "version": "v1" },
-            { "kind": "Namespace", "version": "v1" },
-        ],
+        "resources": resources(),
         "specDescriptors": descriptors(schema, "spec", SPEC_DESCRIPTORS)?,
         "statusDescriptors": descriptors(schema, "status", STATUS_DESCRIPTORS)?,
     }))
