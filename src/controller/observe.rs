@@ -1,7 +1,8 @@
 //! The `Observation` the status is computed from: what the plan decided, what the pass did and what the caches
-//! show of the plugin's DaemonSet.
+//! show after it (`AfterAct`: the plugin's DaemonSet and the teams' ResourceQuotas, read once, as a value).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ResourceQuota;
@@ -17,13 +18,32 @@ use crate::logic::build::kueue::admission::kueue_admission;
 use crate::logic::status::{Observation, Rollout, Validity};
 use crate::logic::teams::{Amount, Budget};
 
+/// What the caches show, once the act is done, of the objects it may just have written and whose status the
+/// config reports: the plugin's DaemonSet (its rollout) and the teams' ResourceQuotas (their use), in the plan's
+/// order. Read once, so that the outcome is a function of values.
+pub struct AfterAct {
+    daemon_set: Option<Arc<DaemonSet>>,
+    quotas: Vec<Option<Arc<ResourceQuota>>>,
+}
+
+impl AfterAct {
+    pub fn read(plan: &Plan, stores: &Stores) -> Self {
+        let ds = &plan.desired.daemon_set;
+        let quotas = plan.desired.quotas.iter();
+        AfterAct {
+            daemon_set: DaemonSet::cached(stores, &ds.name_any(), ds.namespace().as_deref()),
+            quotas: quotas.map(|q| ResourceQuota::cached(stores, &q.name_any(), q.namespace().as_deref())).collect(),
+        }
+    }
+}
+
 /// A config that is not acted on (invalid or unreadable): nothing applied, nothing judged.
 pub fn not_acted_on(generation: Option<i64>, paused: bool, validity: Validity) -> Observation {
     Observation::bare(generation, paused, validity, Rollout::NotApplied("the spec is invalid".into()))
 }
 
 /// The plugin's rollout: why it is not applied, or what its DaemonSet reports.
-fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
+fn rollout(plan: &Plan, driver: Driver, after: &AfterAct) -> Rollout {
     match driver {
         Driver::BlockedByConflict => {
             return Rollout::NotApplied(
@@ -43,7 +63,7 @@ fn rollout(plan: &Plan, driver: Driver, stores: &Stores) -> Rollout {
     }
     let ds = &plan.desired.daemon_set;
     let image = plan.config.spec.driver.image.clone();
-    let Some(current) = DaemonSet::cached(stores, &ds.name_any(), ds.namespace().as_deref()) else {
+    let Some(current) = &after.daemon_set else {
         return Rollout::Applied {
             status: DriverStatus { image: Some(image), daemon_set: Some(key(ds)), ..DriverStatus::default() },
             observed: false,
@@ -71,7 +91,7 @@ pub fn observation(
     plan: &Plan,
     driver: Driver,
     report: &Report,
-    stores: &Stores,
+    after: &AfterAct,
 ) -> Observation {
     let config = &plan.config;
     let in_place = &report.templates_in_place;
@@ -95,7 +115,7 @@ pub fn observation(
         .collect();
     let in_place_namespaces: BTreeSet<&str> =
         in_place.iter().filter_map(|k| k.split_once('/').map(|(ns, _)| ns)).collect();
-    let mut rollout = rollout(plan, driver, stores);
+    let mut rollout = rollout(plan, driver, after);
     if let Rollout::Applied { status, .. } = &mut rollout {
         status.versions = plan.rollout.versions.clone();
         status.rollout = plan.rollout.status.clone();
@@ -123,7 +143,7 @@ pub fn observation(
 
 /// The team namespaces' budgets, what their ResourceQuotas report as used, and their room given the cluster's
 /// (`capacity`); no summary without budgets.
-pub fn teams(plan: &Plan, stores: &Stores, capacity: &[TemplateCapacity]) -> (Vec<TeamStatus>, Option<TeamSummary>) {
+pub fn teams(plan: &Plan, after: &AfterAct, capacity: &[TemplateCapacity]) -> (Vec<TeamStatus>, Option<TeamSummary>) {
     if plan.desired.quotas.is_empty() {
         return (Vec::new(), None);
     }
@@ -132,10 +152,8 @@ pub fn teams(plan: &Plan, stores: &Stores, capacity: &[TemplateCapacity]) -> (Ve
         .desired
         .quotas
         .iter()
-        .map(|quota| {
-            let cached = ResourceQuota::cached(stores, &quota.name_any(), quota.namespace().as_deref());
-            Budget::of(quota, cached.as_deref(), class)
-        })
+        .zip(&after.quotas)
+        .map(|(quota, cached)| Budget::of(quota, cached.as_deref(), class))
         .collect();
     let mut templates: BTreeMap<String, Vec<(String, Amount)>> = BTreeMap::new();
     for template in &plan.desired.templates {

@@ -14,10 +14,9 @@ use kube::runtime::events::{Event, EventType};
 use super::act::report::Report;
 use super::capabilities::{EFA_CLASS_TTL, FENCE_RECHECK};
 use super::events::{self, EventReason, Remembered};
-use super::observe;
+use super::observe::{self, AfterAct};
 use super::plan::{Driver, Plan, Refusal, Step};
 use super::snapshot::Snapshot;
-use super::stores::Stores;
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus, TemplateCapacity};
 use crate::logic::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
 use crate::logic::validate::ValidatedConfig;
@@ -68,20 +67,20 @@ impl Next {
     }
 }
 
-/// The end of a pass over a valid config that `plan` decided, the act did (`report`) and `snapshot` saw. `stores`
-/// are read for what the act may have changed: the plugin DaemonSet's rollout and the budgets' use.
+/// The end of a pass over a valid config that `plan` decided, the act did (`report`), `snapshot` saw before and
+/// `after` once the act was done (the plugin DaemonSet's rollout and the budgets' use, which the act may change).
 pub fn outcome<'p>(
     config: &NeuronDRAConfig,
     plan: &'p Plan,
     report: &Report,
     snapshot: &Snapshot,
-    stores: &Stores,
+    after: &AfterAct,
     previous: &Remembered,
     now: Timestamp,
 ) -> Outcome<'p> {
     let driver = driver(plan, report);
     let step = step(plan, driver);
-    let mut observation = observe::observation(config.meta().generation, plan, driver, report, stores);
+    let mut observation = observe::observation(config.meta().generation, plan, driver, report, after);
     observation.classes_missing = classes_missing(plan, snapshot.probes.efa_class);
     let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict);
     let previous_status = config.status.as_ref();
@@ -97,7 +96,7 @@ pub fn outcome<'p>(
     };
     let events = events::of_pass(&pass, &mut remembered);
     observation.capacity = snapshot.capacity(&plan.config);
-    (observation.teams, observation.team_summary) = observe::teams(plan, stores, &observation.capacity);
+    (observation.teams, observation.team_summary) = observe::teams(plan, after, &observation.capacity);
     observation.health = Some(assessment.health);
     let next = Next {
         waiting: report.pending || driver == Driver::WaitingForNamespace,

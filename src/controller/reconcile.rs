@@ -18,6 +18,7 @@ use super::act::config::{self as written, FINALIZER};
 use super::act::pass::Pass;
 use super::act::publish::publish;
 use super::act::report::Report;
+use super::observe::AfterAct;
 use super::outcome::{self, Outcome};
 use super::plan::{Mode, Plan};
 use super::snapshot::Snapshot;
@@ -140,7 +141,8 @@ async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error>
     let report = act::execute(&plan, ctx).await;
     let name = &plan.config.name;
     let previous = ctx.remembered(name);
-    let outcome = outcome::outcome(config, &plan, &report, &snapshot, &ctx.stores, &previous, status::now());
+    let after = AfterAct::read(&plan, &ctx.stores);
+    let outcome = outcome::outcome(config, &plan, &report, &snapshot, &after, &previous, status::now());
     ctx.remember(name, outcome.remembered.clone());
     if let Some(gauges) = &outcome.gauges {
         written::record_gauges(ctx, gauges.config, &outcome.status, &gauges.capacity, gauges.managed_objects);

@@ -11,6 +11,7 @@ use super::{config, converged};
 use crate::controller::act::report::Report;
 use crate::controller::capabilities::EFA_CLASS_TTL;
 use crate::controller::events::Remembered;
+use crate::controller::observe::AfterAct;
 use crate::controller::outcome::{self, Next};
 use crate::controller::plan::{Plan, Refusal};
 use crate::controller::snapshot::Probes;
@@ -35,7 +36,15 @@ fn a_converged_pass_writes_its_status_tells_nothing_and_waits_for_a_change() {
     let world = converged(&c);
     let (snapshot, stores) = (world.snapshot(), world.stores());
     let plan = Plan::new(&c, &snapshot, NOW).unwrap();
-    let outcome = outcome::outcome(&c, &plan, &in_place(), &snapshot, &stores, &Remembered::default(), now());
+    let outcome = outcome::outcome(
+        &c,
+        &plan,
+        &in_place(),
+        &snapshot,
+        &AfterAct::read(&plan, &stores),
+        &Remembered::default(),
+        now(),
+    );
     assert_eq!(condition_reason(Some(&outcome.status), ConditionType::ConfigValid), Some(Reason::Valid));
     assert_eq!(reasons(&outcome.events), Vec::<&str>::new());
     assert!(outcome.evictions.is_none());
@@ -55,9 +64,25 @@ fn writes_that_wait_for_the_cache_or_a_foreign_object_bring_the_config_back() {
     let (snapshot, stores) = (world.snapshot(), world.stores());
     let plan = Plan::new(&c, &snapshot, NOW).unwrap();
     let pending = Report { pending: true, ..Report::default() };
-    let outcome = outcome::outcome(&c, &plan, &pending, &snapshot, &stores, &Remembered::default(), now());
+    let outcome = outcome::outcome(
+        &c,
+        &plan,
+        &pending,
+        &snapshot,
+        &AfterAct::read(&plan, &stores),
+        &Remembered::default(),
+        now(),
+    );
     assert_eq!(outcome.next.action(false), Action::requeue(Duration::from_secs(1)));
-    let outcome = outcome::outcome(&c, &plan, &Report::default(), &snapshot, &stores, &Remembered::default(), now());
+    let outcome = outcome::outcome(
+        &c,
+        &plan,
+        &Report::default(),
+        &snapshot,
+        &AfterAct::read(&plan, &stores),
+        &Remembered::default(),
+        now(),
+    );
     assert_eq!(outcome.next.action(true), Action::requeue(Duration::from_secs(1)), "the evictions' writes");
 }
 
@@ -69,7 +94,15 @@ fn a_missing_efa_class_is_in_the_status_told_once_and_looked_for_again() {
     let world = converged(&c);
     let (snapshot, stores) = (world.snapshot().with_probes(probes), world.stores());
     let plan = Plan::new(&c, &snapshot, NOW).unwrap();
-    let outcome = outcome::outcome(&c, &plan, &in_place(), &snapshot, &stores, &Remembered::default(), now());
+    let outcome = outcome::outcome(
+        &c,
+        &plan,
+        &in_place(),
+        &snapshot,
+        &AfterAct::read(&plan, &stores),
+        &Remembered::default(),
+        now(),
+    );
     let reason = condition_reason(Some(&outcome.status), ConditionType::TemplatesReady);
     assert_eq!(reason, Some(Reason::DeviceClassMissing));
     assert_eq!(reasons(&outcome.events), ["DeviceClassMissing"]);
@@ -77,7 +110,15 @@ fn a_missing_efa_class_is_in_the_status_told_once_and_looked_for_again() {
 
     let mut told = c.clone();
     told.status = Some(outcome.status.clone());
-    let again = outcome::outcome(&told, &plan, &in_place(), &snapshot, &stores, &Remembered::default(), now());
+    let again = outcome::outcome(
+        &told,
+        &plan,
+        &in_place(),
+        &snapshot,
+        &AfterAct::read(&plan, &stores),
+        &Remembered::default(),
+        now(),
+    );
     assert_eq!(reasons(&again.events), Vec::<&str>::new(), "the stored status already says so");
 }
 
