@@ -27,6 +27,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::DeviceClass;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -202,6 +203,14 @@ pub async fn run_controller(
         every,
     );
     let (owned, owned_streams, shared_streams) = watch_owned(&client, &managed, &configs);
+    // Another tool's DeviceClass under a name the templates use changes their shape (`plan::own_classes`).
+    let (every_device_class, device_classes_stream) = cached_read(
+        Api::<PartialObjectMeta<DeviceClass>>::all(client.clone()),
+        watcher::Config::default(),
+        trim_meta,
+        reads::device_class,
+        every,
+    );
     // The DaemonSet controller copies the pod template's labels (managed-by included) onto its revisions.
     let (revisions, revisions_stream) = cached(Api::<ControllerRevision>::all(client.clone()), managed.clone());
 
@@ -210,6 +219,7 @@ pub async fn run_controller(
         nodes,
         namespaces,
         owned,
+        every_device_class,
         slices,
         efa_slices,
         claims,
@@ -241,6 +251,7 @@ pub async fn run_controller(
     let mut inputs = shared_streams;
     inputs.extend([
         namespaces_stream.map(|_| ()).boxed(),
+        device_classes_stream.map(|_| ()).boxed(),
         nodes_stream.map(|_| ()).boxed(),
         slices_stream.map(|_| ()).boxed(),
         efa_slices_stream.map(|_| ()).boxed(),

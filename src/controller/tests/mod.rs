@@ -8,6 +8,7 @@ mod logs;
 mod plan;
 mod reads;
 mod remediation;
+mod shape;
 mod steps;
 mod unparseable;
 
