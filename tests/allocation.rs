@@ -16,10 +16,18 @@ use support::fleet::{Fleet, NodeGroup};
 
 /// Applies `profiles` into one namespace of the test, waits for their templates, and returns the namespace.
 async fn templates_for(f: &Fleet, profiles: &Value) -> String {
+    templates_of_class(f, profiles, None).await
+}
+
+/// `templates_for`, with the config's `deviceClassName` set to `class` when given.
+async fn templates_of_class(f: &Fleet, profiles: &Value, class: Option<&str>) -> String {
     let s = &f.scenario;
     let namespace = s.namespace("work", &[]).await;
-    let spec =
+    let mut spec =
         json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [namespace]}, "profiles": profiles});
+    if let Some(class) = class {
+        spec["deviceClassName"] = json!(class);
+    }
     s.apply(&s.config(&s.id, spec)).await.unwrap();
     let names: Vec<String> =
         profiles.as_array().unwrap().iter().flat_map(Promise::of_profile).map(|(t, _)| t).collect();
@@ -240,4 +248,39 @@ async fn a_full_first_choice_falls_back_and_the_fallback_keeps_its_promise() {
     let reason = wait_unschedulable(client, &namespace, "fourth").await;
     assert!(reason.contains("cannot allocate all claims"), "{reason}");
     f.clear().await;
+}
+
+/// A DeviceClass of the config's name that another tool made, selecting by driver alone (AWS's chart does), is left
+/// as it is; the templates then select `neuron_device` themselves. On UltraServer nodes, whose slices publish a
+/// `neuron_node` entry beside the devices, a whole-node device claim (which the class alone would give the entry
+/// too) gets exactly the node's devices. With the operator's own class, the other tests allocate the shape without
+/// that selector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_another_tools_device_class_a_device_claim_gets_devices_only() {
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+    use kube::api::{Api, Patch, PatchParams};
+    let f = Fleet::start("alloc-foreign-class", &[("trn2u.48xlarge", 1)]).await;
+    let client = &f.scenario.client;
+    let class = format!("{}.example.com", f.scenario.id);
+    let theirs = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": class, "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'neuron.aws.com'"}}]}});
+    let classes: Api<DeviceClass> = Api::all(client.clone());
+    classes.patch(&class, &PatchParams::apply("helm"), &Patch::Apply(&theirs)).await.unwrap();
+    let profiles = json!([{"name": "whole", "training": {"instanceType": "trn2u.48xlarge", "devices": "All"}}]);
+    let namespace = templates_of_class(&f, &profiles, Some(&class)).await;
+    // Its first template may predate the operator's sight of the class; it is replaced in the selecting shape.
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &namespace);
+    let selecting = "device.attributes['neuron.aws.com'].resourceType == 'neuron_device'";
+    support::cluster::eventually(support::scenario::TIMEOUT, "the template selects neuron_device", || async {
+        let template = templates.get_opt("whole").await.ok()??;
+        let requests = template.spec.spec.devices?.requests?;
+        let selectors = requests[0].exactly.clone()?.selectors?;
+        selectors.iter().any(|s| s.cel.as_ref().is_some_and(|c| c.expression == selecting)).then_some(())
+    })
+    .await;
+    let promise = Promise::of_profile(&profiles[0]).remove(0).1;
+    schedule_and_check(&f, &namespace, "whole", "whole", &promise).await;
+    f.clear().await;
+    classes.delete(&class, &Default::default()).await.unwrap();
 }

@@ -128,7 +128,8 @@ fn fallbacks_render_as_first_available_subrequests() {
     let subrequests = devices["requests"][0]["firstAvailable"].as_sequence().expect("firstAvailable");
     let names: Vec<&str> = subrequests.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["preferred", "fallback-1"]);
-    assert!(subrequests[1]["selectors"][1]["cel"]["expression"].as_str().unwrap().contains("'trn1.32xlarge'"));
+    // The rendered class selects device entries, so the type pin is the subrequest's only selector.
+    assert!(subrequests[1]["selectors"][0]["cel"]["expression"].as_str().unwrap().contains("'trn1.32xlarge'"));
     let constrained: Vec<&str> =
         devices["constraints"].as_sequence().unwrap().iter().map(|c| c["requests"][0].as_str().unwrap()).collect();
     assert_eq!(constrained, ["neurons/preferred", "neurons/fallback-1"]);

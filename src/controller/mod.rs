@@ -29,6 +29,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::DeviceClass;
 use kube::api::Api;
 use kube::core::{ApiResource, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
@@ -170,6 +171,7 @@ pub async fn run_controller(
         nodes: cluster.nodes,
         namespaces: cluster.namespaces,
         owned,
+        every_device_class: cluster.every_device_class,
         slices: cluster.slices,
         efa_slices: cluster.efa_slices,
         claims: cluster.claims,
@@ -225,6 +227,9 @@ fn config_controller(client: &Client, args: &Options) -> (Store<GuardedConfig>, 
 struct ClusterInputs {
     nodes: Store<NodeView>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// Every DeviceClass, the operator's or not: another tool's under a name the templates use changes their
+    /// shape (`plan::own_classes`).
+    every_device_class: Store<PartialObjectMeta<DeviceClass>>,
     slices: Store<SliceView>,
     efa_slices: Store<SliceView>,
     claims: Store<ClaimView>,
@@ -265,15 +270,33 @@ async fn watch_cluster_inputs(client: &Client, every: bool) -> ClusterInputs {
         reads::namespace,
         every,
     );
+    let (every_device_class, device_classes_stream) = cached_read(
+        Api::<PartialObjectMeta<DeviceClass>>::all(client.clone()),
+        watcher::Config::default(),
+        trim_meta,
+        reads::device_class,
+        every,
+    );
     let mut changes = vec![
         namespaces_stream.map(|_| ()).boxed(),
+        device_classes_stream.map(|_| ()).boxed(),
         nodes_stream.map(|_| ()).boxed(),
         slices_stream.map(|_| ()).boxed(),
         efa_slices_stream.map(|_| ()).boxed(),
         claims_stream.map(|_| ()).boxed(),
     ];
     changes.extend(rules_stream.map(|stream| stream.map(|_| ()).boxed()));
-    ClusterInputs { nodes, namespaces, slices, efa_slices, claims, taint_rules, taint_rule_resource, changes }
+    ClusterInputs {
+        nodes,
+        namespaces,
+        every_device_class,
+        slices,
+        efa_slices,
+        claims,
+        taint_rules,
+        taint_rule_resource,
+        changes,
+    }
 }
 
 /// What every reconcile shares, with nothing remembered yet.

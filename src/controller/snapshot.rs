@@ -2,7 +2,7 @@
 //! answered before planning. The plan is computed from this and nothing else, so it is a pure function of a value
 //! a test can build from fixtures.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -13,7 +13,7 @@ use kube::core::{ApiResource, PartialObjectMeta};
 
 use super::stores::{GuardedConfig, Stores};
 use super::validations::Validations;
-use crate::api::labels::LABEL_CONFIG;
+use crate::api::labels::{LABEL_CONFIG, ours};
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
 use crate::logic::build::plugin_name;
@@ -44,6 +44,9 @@ pub struct Snapshot {
     daemon_sets: Vec<Arc<DaemonSet>>,
     revisions: Vec<Arc<ControllerRevision>>,
     templates: Vec<Arc<ResourceClaimTemplate>>,
+    /// The DeviceClasses another tool made (without the operator's label), by name: a template that names one keeps
+    /// the selectors the operator's own class would guarantee (`plan::own_classes`).
+    pub foreign_device_classes: BTreeSet<String>,
     /// What rollout, remediation, health and capacity each need of one config, worked out once (a walk over the
     /// whole fleet each): its selected nodes and its plugin pods, with the config's name.
     selected: OnceLock<(String, Selected)>,
@@ -111,6 +114,13 @@ impl Snapshot {
             daemon_sets: stores.owned.daemon_sets.state(),
             revisions: stores.revisions.state(),
             templates: stores.owned.templates.state(),
+            foreign_device_classes: stores
+                .every_device_class
+                .state()
+                .iter()
+                .filter(|class| !ours(&class.metadata))
+                .map(|class| class.name_any())
+                .collect(),
             selected: OnceLock::new(),
             config_pods: OnceLock::new(),
         }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::DeviceClass;
 use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::Store;
@@ -40,6 +41,9 @@ pub struct Stores {
     /// Only labels and deletion are read: metadata alone.
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     pub owned: Owned,
+    /// Every DeviceClass, whoever made it (`owned` holds only the operator's), metadata alone: whether a class the
+    /// templates name is another tool's (`plan::own_classes`).
+    pub every_device_class: Store<PartialObjectMeta<DeviceClass>>,
     /// The Neuron driver's ResourceSlices, trimmed to what health and capacity read.
     pub slices: Store<SliceView>,
     /// The EFA driver's ResourceSlices, for capacity (EFA alignment).
@@ -66,6 +70,7 @@ impl Stores {
             self.nodes.wait_until_ready(),
             self.namespaces.wait_until_ready(),
             self.owned.wait_ready(),
+            self.every_device_class.wait_until_ready(),
             self.slices.wait_until_ready(),
             self.efa_slices.wait_until_ready(),
             self.claims.wait_until_ready(),

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use neuron_dra_operator::logic::build::{REQUEST_NEURONS, ULTRA_SERVER_NODES_PREFIX};
 use neuron_dra_operator::logic::catalog;
 use serde_json::Value;
 
@@ -20,10 +21,7 @@ pub fn template_cores(devices: &Value) -> BTreeSet<u32> {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| {
-            let subrequests = r["firstAvailable"].as_array().into_iter().flatten();
-            std::iter::once(*r).chain(subrequests).any(|r| selectors(r).iter().any(|s| s.contains("resourceType")))
-        })
+        .find(|r| r["name"] == REQUEST_NEURONS)
         .expect("a Neuron request");
     let name = neuron["name"].as_str().unwrap();
     let alternatives: Vec<(String, &Value)> = match neuron["firstAvailable"].as_array() {
@@ -52,9 +50,10 @@ fn alternative_cores(devices: &Value, request: &str, alternative: &Value) -> u32
     let instance_type = pinned(alternative, "instanceType").expect("every Neuron request pins its instance type");
     let row = catalog::lookup(&instance_type).unwrap_or_else(|| panic!("{instance_type} is not in the catalog"));
     let whole_node = row.devices.expect("a type with a known device count");
-    let count = match (pinned(alternative, "resourceType").as_deref(), alternative["allocationMode"].as_str()) {
-        // An UltraServer node entry stands for every device of its node.
-        (Some("neuron_node"), _) => whole_node * alternative["count"].as_u64().unwrap_or(1) as u32,
+    let class = alternative["deviceClassName"].as_str().unwrap_or_default();
+    let count = match (class.starts_with(ULTRA_SERVER_NODES_PREFIX), alternative["allocationMode"].as_str()) {
+        // An UltraServer node entry (of the node entries' class) stands for every device of its node.
+        (true, _) => whole_node * alternative["count"].as_u64().unwrap_or(1) as u32,
         (_, Some("All")) => whole_node,
         _ => alternative["count"].as_u64().expect("an ExactCount request") as u32,
     };

@@ -22,7 +22,7 @@ use kube::{Resource, ResourceExt};
 use super::snapshot::{Probes, Snapshot};
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
-use crate::logic::build::{self, Allowance, Desired};
+use crate::logic::build::{self, Allowance, Desired, OwnClasses};
 use crate::logic::conflict::{self, Claimant, Conflicts};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
@@ -87,7 +87,8 @@ impl Plan {
         let (namespaces, missing_namespaces) = target_namespaces(&validated, snapshot);
         let conflicts = conflicts_of(config, &validated, snapshot);
         let budgets = quota_budgets(&validated, snapshot);
-        let mut desired = build::build(&validated, &namespaces).with_quotas(&validated, &budgets);
+        let own = own_classes(&validated, snapshot);
+        let mut desired = build::build_with(&validated, &namespaces, own).with_quotas(&validated, &budgets);
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
             .into_iter()
             .partition(|t| conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
@@ -202,6 +203,15 @@ fn target_namespaces(config: &ValidatedConfig, snapshot: &Snapshot) -> (Vec<Stri
     let (targets, missing) =
         matching_namespaces(&templates.namespaces, templates.namespace_selector.as_ref(), snapshot);
     (targets.into_iter().collect(), missing)
+}
+
+/// Which DeviceClasses the templates name are the operator's: each unless the cluster holds one of its name that
+/// another tool made (the apply path's test, which reports it `ForeignObject` and leaves it as it is). One that is
+/// absent counts as the operator's: this pass creates it, before the templates (`Stage::Class`).
+fn own_classes(config: &ValidatedConfig, snapshot: &Snapshot) -> OwnClasses {
+    let own = |name: &str| !snapshot.foreign_device_classes.contains(name);
+    let class = &config.spec.device_class_name;
+    OwnClasses { devices: own(class), nodes: own(&build::ultra_server_node_class_name(class)) }
 }
 
 /// The device budget of each namespace a budget names (once it exists) or selects, the first budget winning.

@@ -61,6 +61,8 @@ pub struct World {
     /// The plugin's fences as judged (in place unless a test says otherwise).
     pub fence: Option<String>,
     pub device_classes: Vec<DeviceClass>,
+    /// DeviceClasses another tool made: in no owned cache, only among every class's metadata.
+    pub foreign_device_classes: Vec<DeviceClass>,
     /// DeviceTaintRules (`v1`); None: the server serves none.
     pub taint_rules: Option<Vec<crate::cluster::taint_rule::TaintRuleView>>,
     pub slices: Vec<SliceView>,
@@ -132,6 +134,13 @@ impl World {
                 device_classes: store(self.device_classes.clone()),
                 resource_quotas: store(Vec::new()),
             },
+            every_device_class: store(
+                self.device_classes
+                    .iter()
+                    .chain(&self.foreign_device_classes)
+                    .map(|class| kube::core::PartialObjectMetaExt::into_response_partial(class.metadata.clone()))
+                    .collect::<Vec<_>>(),
+            ),
             slices: store(self.slices.clone()),
             efa_slices: store(Vec::<SliceView>::new()),
             claims: store(Vec::new()),

@@ -9,6 +9,7 @@ mod outcome;
 mod plan;
 mod reads;
 mod remediation;
+mod shape;
 mod steps;
 mod unparseable;
 

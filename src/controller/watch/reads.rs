@@ -3,6 +3,7 @@
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::DeviceClass;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
@@ -42,6 +43,10 @@ pub mod per_kind {
     }
     pub fn namespace(namespace: &PartialObjectMeta<Namespace>) -> u64 {
         fingerprint(&(namespace.labels(), namespace.metadata.deletion_timestamp.is_some()))
+    }
+    /// Whose a DeviceClass is: its labels (the managed-by label).
+    pub fn device_class(class: &PartialObjectMeta<DeviceClass>) -> u64 {
+        fingerprint(class.labels())
     }
 }
 

@@ -10,8 +10,8 @@ pub const NEURON_DRIVER: &str = "neuron.aws.com";
 pub const ULTRA_SERVER_NODES_PREFIX: &str = "ultraserver-nodes.";
 
 /// The resource type of a Neuron device, and of the entry that stands for a whole UltraServer node.
-const NEURON_DEVICE: &str = "neuron_device";
-const NEURON_NODE: &str = "neuron_node";
+pub(super) const NEURON_DEVICE: &str = "neuron_device";
+pub(super) const NEURON_NODE: &str = "neuron_node";
 
 /// The DeviceClass that selects every Neuron device, and never an UltraServer node entry: a node entry holds a whole
 /// node, and Kubernetes' quota would count it as one device of this class (docs/teams.md). Shared by all configs
@@ -56,7 +56,8 @@ pub fn extended_resource_class(config: &ValidatedConfig) -> Option<DeviceClass> 
 /// The driver's devices of one resource type, as one CEL expression. The driver test comes first: `&&` stops at a
 /// false side, so other drivers' devices, which lack the attribute, never reach the second. One expression rather
 /// than two selectors: the scheduler converts the device and runs a CEL program per selector and per candidate
-/// device, so two selectors cost twice as much for the same answer (docs/decisions.md, "Template shape").
+/// device, so two selectors cost twice as much for the same answer (docs/decisions.md, "The DeviceClass's
+/// selectors are one expression"). The templates rely on it: a request of this class selects no `resourceType`.
 fn selectors(resource_type: &str) -> Vec<DeviceSelector> {
     let expression = format!(
         "device.driver == '{NEURON_DRIVER}' && device.attributes['{NEURON_DRIVER}'].resourceType == '{resource_type}'"

@@ -22,13 +22,14 @@ use crate::api::labels::{LABEL_CONFIG, LABEL_MANAGED_BY, LABEL_SHARED, MANAGER};
 use crate::logic::validate::ValidatedConfig;
 
 pub use device_class::{
-    NEURON_DRIVER, device_class, extended_resource_class, ultra_server_node_class, ultra_server_node_class_name,
+    NEURON_DRIVER, ULTRA_SERVER_NODES_PREFIX, device_class, extended_resource_class, ultra_server_node_class,
+    ultra_server_node_class_name,
 };
 pub use driver::{PLUGIN_CLUSTER_ROLE, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use order::{Object, Stage};
 pub use quotas::{Allowance, device_quota_key, named_budgets, quota_name, resource_quota};
 pub use templates::{
-    EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
+    EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, OwnClasses, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,
 };
 
@@ -51,14 +52,20 @@ pub struct Desired {
     pub quotas: Vec<ResourceQuota>,
 }
 
-/// Builds every object for `config`, with templates in each of `namespaces` and no budgets (`with_quotas` adds them).
+/// Builds every object for `config`, with templates in each of `namespaces` and no budgets (`with_quotas` adds them),
+/// its DeviceClasses the ones the templates name (`build_with` for a cluster where they may be another tool's).
 pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
+    build_with(config, namespaces, OwnClasses::BOTH)
+}
+
+/// `build`, the templates shaped for the classes `own` says are the operator's.
+pub fn build_with(config: &ValidatedConfig, namespaces: &[String], own: OwnClasses) -> Desired {
     let mut namespaces: Vec<&String> = namespaces.iter().collect();
     namespaces.sort();
     namespaces.dedup();
     let templates = namespaces
         .into_iter()
-        .flat_map(|ns| config.claims.iter().map(move |claim| resource_claim_template(config, claim, ns)))
+        .flat_map(|ns| config.claims.iter().map(move |claim| resource_claim_template(config, claim, ns, own)))
         .collect();
     Desired {
         namespace: namespace(config),

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::json;
 
+use super::device_class::{NEURON_DEVICE, NEURON_NODE};
 use super::{NEURON_DRIVER, owned_meta, short_hash, ultra_server_node_class_name};
 use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, LABEL_PROFILE};
 use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
@@ -28,8 +29,41 @@ pub const EFA_DRIVER: &str = "dra.net";
 pub const EFA_PCI_DEVICE: &str = "Elastic Fabric Adapter (EFA)";
 const OPAQUE_API_VERSION: &str = "neuron.aws.com/v1";
 
-pub fn resource_claim_template(config: &ValidatedConfig, claim: &ClaimSpec, namespace: &str) -> ResourceClaimTemplate {
-    let spec = template_spec(config, claim);
+/// Which DeviceClasses the templates name are the operator's own, as `device_class` and `ultra_server_node_class`
+/// build them: each selects one `resourceType`, so a request of an own class leaves that selector to the class (the
+/// scheduler runs every selector on every candidate device: docs/decisions.md, "Template shape"). A class another
+/// tool made under the name may select by driver alone (AWS's chart does): a request of it selects its type itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnClasses {
+    /// The config's class (`deviceClassName`), of device requests.
+    pub devices: bool,
+    /// `ultraserver-nodes.<deviceClassName>`, of UltraServer node requests.
+    pub nodes: bool,
+}
+
+impl OwnClasses {
+    /// Both classes as this build makes them (`render`, and a cluster that holds no other class of their names).
+    pub const BOTH: OwnClasses = OwnClasses { devices: true, nodes: true };
+    pub const NEITHER: OwnClasses = OwnClasses { devices: false, nodes: false };
+
+    /// The `resourceType` a device request selects itself: none where its class is the operator's.
+    fn device_type(self) -> Option<&'static str> {
+        (!self.devices).then_some(NEURON_DEVICE)
+    }
+
+    /// The `resourceType` a node entry request selects itself: none where its class is the operator's.
+    fn node_type(self) -> Option<&'static str> {
+        (!self.nodes).then_some(NEURON_NODE)
+    }
+}
+
+pub fn resource_claim_template(
+    config: &ValidatedConfig,
+    claim: &ClaimSpec,
+    namespace: &str,
+    own: OwnClasses,
+) -> ResourceClaimTemplate {
+    let spec = template_spec(config, claim, own);
     let mut metadata = owned_meta(config, &claim.template, Some(namespace));
     metadata.labels.get_or_insert_with(BTreeMap::new).insert(LABEL_PROFILE.into(), claim.profile.clone());
     metadata.annotations = Some(BTreeMap::from([(ANNOTATION_SPEC_HASH.to_string(), short_hash(&spec))]));
@@ -37,12 +71,12 @@ pub fn resource_claim_template(config: &ValidatedConfig, claim: &ClaimSpec, name
 }
 
 /// The template's spec: labels for the claims made from it, requests, constraints and opaque config for one claim.
-pub fn template_spec(owner: &ValidatedConfig, claim: &ClaimSpec) -> ResourceClaimTemplateSpec {
+pub fn template_spec(owner: &ValidatedConfig, claim: &ClaimSpec, own: OwnClasses) -> ResourceClaimTemplateSpec {
     let device_class = owner.spec.device_class_name.as_str();
     let mut devices = Devices::default();
     match claim.choices.as_slice() {
-        [only] => devices.exactly(only, device_class),
-        choices => devices.first_available(choices, device_class),
+        [only] => devices.exactly(only, device_class, own),
+        choices => devices.first_available(choices, device_class, own),
     }
 
     // Copied onto every claim made from the template, so status can count each template's claims.
@@ -73,10 +107,10 @@ struct Devices {
 
 impl Devices {
     /// A claim without fallbacks: the `neurons` request (and `efa`), as `exactly` requests.
-    fn exactly(&mut self, choice: &Choice, device_class: &str) {
+    fn exactly(&mut self, choice: &Choice, device_class: &str, own: OwnClasses) {
         match &choice.kind {
             ClaimKind::Devices { count, efa } => {
-                let selectors = neuron_selectors(choice, "neuron_device");
+                let selectors = neuron_selectors(choice, own.device_type());
                 self.requests.push(exact_request(REQUEST_NEURONS, device_class, *count, selectors));
                 let mut aligned = vec![REQUEST_NEURONS.to_string()];
                 if let Some(efa_count) = efa {
@@ -90,7 +124,7 @@ impl Devices {
             ClaimKind::UltraServerNode { nodes } => {
                 // From the node entries' own class, so that a budget counts it on their key (docs/teams.md).
                 let class = ultra_server_node_class_name(device_class);
-                let selectors = neuron_selectors(choice, "neuron_node");
+                let selectors = neuron_selectors(choice, own.node_type());
                 self.requests.push(exact_request(REQUEST_NEURONS, &class, Count::Exactly(1), selectors));
                 self.config.push(opaque(
                     REQUEST_NEURONS,
@@ -104,7 +138,7 @@ impl Devices {
     /// A claim with fallbacks: one `neurons` request whose `firstAvailable` subrequests are the choices in order,
     /// each with its own connected-group constraint and LNC config, which apply only when it is the one chosen.
     /// Validation keeps EFA and UltraServer claims out of here.
-    fn first_available(&mut self, choices: &[Choice], device_class: &str) {
+    fn first_available(&mut self, choices: &[Choice], device_class: &str, own: OwnClasses) {
         let mut subrequests = Vec::new();
         for (rank, choice) in choices.iter().enumerate() {
             let ClaimKind::Devices { count, efa: None } = choice.kind else {
@@ -117,7 +151,7 @@ impl Devices {
                 device_class_name: device_class.into(),
                 allocation_mode,
                 count: exact,
-                selectors: cel_selectors(neuron_selectors(choice, "neuron_device")),
+                selectors: cel_selectors(neuron_selectors(choice, own.device_type())),
                 ..DeviceSubRequest::default()
             });
             let reference = format!("{REQUEST_NEURONS}/{name}");
@@ -171,10 +205,10 @@ fn device_group(count: Count, efa: bool) -> Option<u32> {
     }
 }
 
-/// CEL selectors on Neuron attributes; every one must hold.
-fn neuron_selectors(choice: &Choice, resource_type: &str) -> Vec<String> {
+/// CEL selectors on Neuron attributes; every one must hold. `resource_type` where the class does not select it.
+fn neuron_selectors(choice: &Choice, resource_type: Option<&str>) -> Vec<String> {
     let attribute = |name: &str, value: &str| format!("device.attributes['{NEURON_DRIVER}'].{name} == '{value}'");
-    let mut selectors = vec![attribute("resourceType", resource_type)];
+    let mut selectors: Vec<String> = resource_type.map(|t| attribute("resourceType", t)).into_iter().collect();
     if let Some(instance_type) = &choice.instance_type {
         selectors.push(attribute("instanceType", instance_type));
     }

@@ -11,7 +11,7 @@ use kube::api::Api;
 use serde::de::DeserializeOwned;
 
 use super::ApplyError;
-use crate::api::labels::{LABEL_MANAGED_BY, MANAGER};
+pub use crate::api::labels::ours;
 
 /// What the server holds under a name the cache lacks.
 #[derive(Debug, PartialEq, Eq)]
@@ -21,11 +21,6 @@ pub enum Found {
     Ours,
     /// Made by someone else: its field managers.
     Foreign(String),
-}
-
-/// Whether the operator made the object: it carries the operator's managed-by label.
-pub fn ours(meta: &ObjectMeta) -> bool {
-    meta.labels.as_ref().and_then(|l| l.get(LABEL_MANAGED_BY)).is_some_and(|v| v == MANAGER)
 }
 
 /// The field managers that wrote an object, for a report naming who made it.

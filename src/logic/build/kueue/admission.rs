@@ -8,7 +8,7 @@ use k8s_openapi::api::resource::v1::{DeviceRequest, ResourceClaimTemplateSpec};
 
 use super::device_class_names;
 use crate::api::KueueAdmission;
-use crate::logic::build::{template_spec, ultra_server_node_class_name};
+use crate::logic::build::{OwnClasses, template_spec, ultra_server_node_class_name};
 use crate::logic::catalog;
 use crate::logic::validate::{ClaimSpec, ValidatedConfig};
 
@@ -17,7 +17,8 @@ pub fn kueue_admission(config: &ValidatedConfig, profile: &str) -> KueueAdmissio
     let mut mapped = device_class_names(config);
     mapped.push(ultra_server_node_class_name(&config.spec.device_class_name));
     let refusal = config.claims.iter().filter(|c| c.profile == profile).find_map(|claim| {
-        let spec = template_spec(config, claim);
+        // Kueue counts requests and classes, not selectors: either shape gives the same verdict.
+        let spec = template_spec(config, claim, OwnClasses::BOTH);
         refusal(&spec, &mapped).map(|why| format!("template {}: {why}{}", claim.template, advice(claim, &why)))
     });
     KueueAdmission { admissible: refusal.is_none(), reason: refusal }

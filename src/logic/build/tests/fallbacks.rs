@@ -21,11 +21,9 @@ fn compiled(profiles: Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-fn selectors(resource_type: &str, instance_type: &str) -> Value {
-    json!([
-        {"cel": {"expression": format!("device.attributes['neuron.aws.com'].resourceType == '{resource_type}'")}},
-        {"cel": {"expression": format!("device.attributes['neuron.aws.com'].instanceType == '{instance_type}'")}},
-    ])
+/// A subrequest's selectors: the type pin alone, as the operator's class selects device entries.
+fn selectors(instance_type: &str) -> Value {
+    json!([{"cel": {"expression": format!("device.attributes['neuron.aws.com'].instanceType == '{instance_type}'")}}])
 }
 
 #[test]
@@ -42,16 +40,16 @@ fn each_choice_is_a_subrequest_with_its_own_selectors_count_constraint_and_confi
             {"apiVersion": "neuron.aws.com/v1", "kind": "NeuronConfig", "logicalNeuronCore": n}},
             "requests": [format!("neurons/{sub}")]})
     };
-    let mut trn1 = selectors("neuron_device", "trn1.32xlarge");
+    let mut trn1 = selectors("trn1.32xlarge");
     trn1.as_array_mut()
         .unwrap()
         .push(json!({"cel": {"expression": "device.attributes['neuron.aws.com'].neuronDriverVersion == '2.25.4.0'"}}));
     let expected = json!({
         "requests": [{"name": "neurons", "firstAvailable": [
             {"name": "preferred", "deviceClassName": "neuron.aws.com", "allocationMode": "ExactCount", "count": 16,
-             "selectors": selectors("neuron_device", "trn2.48xlarge")},
+             "selectors": selectors("trn2.48xlarge")},
             {"name": "fallback-1", "deviceClassName": "neuron.aws.com", "allocationMode": "ExactCount", "count": 8,
-             "selectors": selectors("neuron_device", "trn2.48xlarge")},
+             "selectors": selectors("trn2.48xlarge")},
             {"name": "fallback-2", "deviceClassName": "neuron.aws.com", "allocationMode": "All", "selectors": trn1},
         ]}],
         "constraints": [

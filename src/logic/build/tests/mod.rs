@@ -85,12 +85,9 @@ fn eight_and_sixteen_devices_use_their_group_attribute_and_one_uses_none() {
 }
 
 #[test]
-fn no_instance_type_means_no_instance_type_selector_but_device_entries_only() {
+fn no_instance_type_means_no_selector_as_the_own_class_selects_device_entries() {
     let t = templates(json!([{"name": "p", "training": {"devices": 4}}]));
-    assert_eq!(
-        selectors(request(&t[0], "neurons")),
-        vec!["device.attributes['neuron.aws.com'].resourceType == 'neuron_device'"]
-    );
+    assert_eq!(request(&t[0], "neurons").exactly.as_ref().unwrap().selectors, None, "the class selects devices");
 }
 
 #[test]
@@ -157,9 +154,9 @@ fn ultra_server_nodes_claims_one_node_entry_with_ultraserver_config() {
     assert_eq!(neurons.allocation_mode.as_deref(), Some("ExactCount"));
     assert_eq!(neurons.count, Some(1));
     assert_eq!(neurons.device_class_name, "ultraserver-nodes.neuron.aws.com", "the node entries' own class");
+    // The node entries' class selects `neuron_node`; the request only pins the type.
     let sel = selectors(request(&t[0], "neurons"));
-    assert!(sel.contains(&"device.attributes['neuron.aws.com'].resourceType == 'neuron_node'".to_string()));
-    assert!(sel.contains(&"device.attributes['neuron.aws.com'].instanceType == 'trn2u.48xlarge'".to_string()));
+    assert_eq!(sel, ["device.attributes['neuron.aws.com'].instanceType == 'trn2u.48xlarge'"]);
     assert_eq!(
         opaque_params(&t[0]),
         vec![
@@ -336,4 +333,5 @@ fn offline_render_has_no_owner_references() {
 
 mod driver;
 mod fallbacks;
+mod shape;
 mod ultra_server;
