@@ -3,7 +3,7 @@
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{DeviceTaint, ResourceSlice};
+use k8s_openapi::api::resource::v1::{Device, DeviceTaint, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Patch};
 use kube::{Client, ResourceExt};
@@ -63,7 +63,7 @@ pub async fn fault(
     let nodes: Api<Node> = Api::all(client.clone());
     let slices: Api<ResourceSlice> = Api::all(client.clone());
     let slice_name = fleet::slice_name(node_name);
-    let pick = |devices: &[k8s_openapi::api::resource::v1::Device]| -> anyhow::Result<String> {
+    let pick = |devices: &[Device]| -> anyhow::Result<String> {
         match device {
             Some(d) if devices.iter().any(|x| x.name == d) => Ok(d.to_string()),
             Some(d) => bail!("--device {d}: {node_name} has no such device"),
@@ -77,16 +77,7 @@ pub async fn fault(
             let devices = slice.spec.devices.get_or_insert_with(Vec::new);
             let target = pick(devices)?;
             if kind == FaultKind::Taint {
-                let taint = DeviceTaint {
-                    key: FAULT_TAINT_KEY.into(),
-                    value: Some("NC_UNCORRECTABLE_ERROR".into()),
-                    effect: effect.as_str().into(),
-                    time_added: Some(Time(crate::logic::status::now())),
-                };
-                let d = devices.iter_mut().find(|d| d.name == target).expect("picked from the list");
-                let taints = d.taints.get_or_insert_with(Vec::new);
-                taints.retain(|t| t.key != FAULT_TAINT_KEY);
-                taints.push(taint);
+                add_fault_taint(devices.iter_mut().find(|d| d.name == target).expect("picked from the list"), effect);
             } else {
                 devices.retain(|d| d.name != target);
             }
@@ -138,6 +129,19 @@ pub async fn fault(
         }
     }
     Ok(())
+}
+
+/// Marks `device` faulty with the simulated driver's taint, in place of an earlier one.
+fn add_fault_taint(device: &mut Device, effect: TaintEffect) {
+    let taint = DeviceTaint {
+        key: FAULT_TAINT_KEY.into(),
+        value: Some("NC_UNCORRECTABLE_ERROR".into()),
+        effect: effect.as_str().into(),
+        time_added: Some(Time(crate::logic::status::now())),
+    };
+    let taints = device.taints.get_or_insert_with(Vec::new);
+    taints.retain(|t| t.key != FAULT_TAINT_KEY);
+    taints.push(taint);
 }
 
 /// Applies the whole simulated status (this manager owns all of it, so removed fields go away).
