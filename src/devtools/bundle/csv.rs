@@ -4,7 +4,8 @@
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::*;
+use super::release::{CREATED_AT, PACKAGE, REPLACES, REPOSITORY, VERSION};
+use super::sources::Sources;
 
 const DESCRIPTION: &str = "\
 Runs AWS Neuron Dynamic Resource Allocation (DRA) on Trainium from one cluster-scoped `NeuronDRAConfig`.
@@ -165,4 +166,17 @@ pub(super) fn descriptors(schema: &Value, top: &str, list: &[Descriptor]) -> any
             }))
         })
         .collect()
+}
+
+/// Standard base64 with padding (RFC 4648), as OLM decodes `icon.base64data`.
+pub(super) fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char } else { '=' });
+        }
+    }
+    out
 }

@@ -1,4 +1,6 @@
-use super::csv::descriptors;
+use super::csv::{base64, descriptors};
+use super::release::REPOSITORY;
+use super::sources::{read_yaml, set_image};
 use super::*;
 
 fn root() -> &'static Path {

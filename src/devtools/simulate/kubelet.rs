@@ -17,9 +17,10 @@ use serde_json::json;
 
 use super::fleet;
 use super::fleet::SIMULATED_LABEL;
-use super::{
+use super::marks::{
     FEWER_DEVICES_TAG, NO_PUBLISH_TAG, NOT_READY_TAG, PARALLEL, PLUGIN_POD_LABEL, PLUGIN_READY_ANNOTATION, apply_params,
 };
+use super::nodes::fleet_of;
 
 pub(super) async fn set_plugin_ready(client: &Client, node_name: &str, ready: bool) -> anyhow::Result<()> {
     let patch = json!({"metadata": {"annotations": {PLUGIN_READY_ANNOTATION: ready.to_string()}}});
@@ -95,7 +96,7 @@ fn plugin_tag(pod: &Pod) -> Option<String> {
 /// Publishes the node's Neuron slice as plugin version `tag` would: `draDriverVersion` is the tag, and a
 /// `FEWER_DEVICES_TAG` version leaves out the node's last Neuron device.
 async fn publish_as_plugin(client: &Client, node_name: &str, tag: &str) -> anyhow::Result<()> {
-    let (mut spec, index, node) = super::fleet_of(client, node_name).await?;
+    let (mut spec, index, node) = fleet_of(client, node_name).await?;
     spec.dra_driver_version = tag.to_string();
     let mut slice = fleet::resource_slice(&spec, index, node.uid());
     if tag.ends_with(FEWER_DEVICES_TAG)

@@ -13,7 +13,7 @@ use kube::api::{Api, Patch};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 
-use super::{PARALLEL, apply_params};
+use super::marks::{PARALLEL, apply_params};
 
 /// How often: well inside the local control plane's grace period (hack/controlplane.sh), as a kubelet's renewal is
 /// a quarter of its Lease's duration.

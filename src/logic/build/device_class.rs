@@ -1,6 +1,6 @@
 use k8s_openapi::api::resource::v1::{CELDeviceSelector, DeviceClass, DeviceClassSpec, DeviceSelector};
 
-use super::shared_meta;
+use super::meta::shared_meta;
 use crate::logic::validate::ValidatedConfig;
 
 /// The DRA driver name the kubelet plugin publishes under.

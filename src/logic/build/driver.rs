@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{config_labels, owned_meta, shared_meta};
+use super::meta::{config_labels, owned_meta, shared_meta};
 use crate::api::labels::LABEL_CONFIG;
 use crate::logic::validate::ValidatedConfig;
 

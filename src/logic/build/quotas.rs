@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{owned_meta, ultra_server_node_class_name};
+use super::device_class::ultra_server_node_class_name;
+use super::meta::owned_meta;
 use crate::api::DeviceQuota;
 use crate::logic::catalog::ULTRA_SERVER_NODE_DEVICES;
 use crate::logic::validate::ValidatedConfig;

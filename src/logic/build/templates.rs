@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::json;
 
-use super::device_class::{NEURON_DEVICE, NEURON_NODE};
-use super::{NEURON_DRIVER, owned_meta, short_hash, ultra_server_node_class_name};
+use super::device_class::{NEURON_DEVICE, NEURON_DRIVER, NEURON_NODE, ultra_server_node_class_name};
+use super::meta::{owned_meta, short_hash};
 use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, LABEL_PROFILE};
 use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
 

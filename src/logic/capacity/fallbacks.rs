@@ -4,7 +4,8 @@
 //! free devices only shrink). Counting that greedy placement on every node gives the claims the scheduler can place,
 //! whichever node it tries first.
 
-use super::{Choice, ClaimKind, Count, NodeDevices, Selector, Slot, group_size};
+use super::slots::{NodeDevices, Selector, Slot, group_size};
+use crate::logic::validate::{Choice, ClaimKind, Count};
 
 /// Claims of a template with `choices` (and their `selectors`) that fit on `node`. `taken` is scratch space, reused
 /// across nodes.

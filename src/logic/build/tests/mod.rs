@@ -4,9 +4,9 @@ use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceRequest, ResourceClaimTe
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_PROFILE};
+use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_CONFIG, LABEL_MANAGED_BY, LABEL_PROFILE, LABEL_SHARED, MANAGER};
 use crate::cli::parse_config;
-use crate::logic::validate::validate;
+use crate::logic::validate::{ValidatedConfig, validate};
 
 fn config(profiles: Value) -> ValidatedConfig {
     config_with(json!({ "profiles": profiles }))

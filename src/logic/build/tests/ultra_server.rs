@@ -1,13 +1,16 @@
 //! UltraServer node entries: a DeviceClass of their own, so that a budget counts them on a quota key of their own,
 //! carved out of its devices at the catalog's devices per node entry.
 
+use k8s_openapi::api::core::v1::ResourceQuota;
+use k8s_openapi::api::resource::v1::DeviceClass;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::labels::{LABEL_MANAGED_BY, LABEL_SHARED, MANAGER};
 use crate::api::{NODE_ENTRIES_OVER_DEVICES, NODE_ENTRIES_WITHIN_DEVICES};
 use crate::cli::parse_config;
 use crate::logic::catalog::ULTRA_SERVER_NODE_DEVICES;
-use crate::logic::validate::{InvalidConfig, validate};
+use crate::logic::validate::{InvalidConfig, ValidatedConfig, validate};
 
 fn check(spec: Value) -> Result<ValidatedConfig, InvalidConfig> {
     let doc = json!({
