@@ -8,13 +8,15 @@ use serde_json::json;
 
 use super::plan::NOW;
 use super::{config, converged};
+use crate::api::NeuronDRAConfig;
 use crate::controller::act::report::Report;
 use crate::controller::capabilities::EFA_CLASS_TTL;
 use crate::controller::events::Remembered;
 use crate::controller::observe::AfterAct;
-use crate::controller::outcome::{self, Next};
+use crate::controller::outcome::{self, Next, Outcome};
 use crate::controller::plan::{Plan, Refusal};
-use crate::controller::snapshot::Probes;
+use crate::controller::snapshot::{Probes, Snapshot};
+use crate::controller::stores::Stores;
 use crate::logic::status::{ConditionType, Reason, condition_reason};
 
 fn now() -> k8s_openapi::jiff::Timestamp {
@@ -30,21 +32,25 @@ fn reasons(events: &[kube::runtime::events::Event]) -> Vec<&str> {
     events.iter().map(|e| e.reason.as_str()).collect()
 }
 
+/// The outcome of a pass with nothing remembered from earlier ones, the caches after it as `stores` holds them.
+fn first_pass<'p>(
+    config: &NeuronDRAConfig,
+    plan: &'p Plan,
+    report: &Report,
+    snapshot: &Snapshot,
+    stores: &Stores,
+) -> Outcome<'p> {
+    let after = AfterAct::read(plan, stores);
+    outcome::outcome(config, plan, report, snapshot, &after, &Remembered::default(), now())
+}
+
 #[test]
 fn a_converged_pass_writes_its_status_tells_nothing_and_waits_for_a_change() {
     let c = config(json!({}));
     let world = converged(&c);
     let (snapshot, stores) = (world.snapshot(), world.stores());
     let plan = Plan::new(&c, &snapshot, NOW).unwrap();
-    let outcome = outcome::outcome(
-        &c,
-        &plan,
-        &in_place(),
-        &snapshot,
-        &AfterAct::read(&plan, &stores),
-        &Remembered::default(),
-        now(),
-    );
+    let outcome = first_pass(&c, &plan, &in_place(), &snapshot, &stores);
     assert_eq!(condition_reason(Some(&outcome.status), ConditionType::ConfigValid), Some(Reason::Valid));
     assert_eq!(reasons(&outcome.events), Vec::<&str>::new());
     assert!(outcome.evictions.is_none());
@@ -64,25 +70,9 @@ fn writes_that_wait_for_the_cache_or_a_foreign_object_bring_the_config_back() {
     let (snapshot, stores) = (world.snapshot(), world.stores());
     let plan = Plan::new(&c, &snapshot, NOW).unwrap();
     let pending = Report { pending: true, ..Report::default() };
-    let outcome = outcome::outcome(
-        &c,
-        &plan,
-        &pending,
-        &snapshot,
-        &AfterAct::read(&plan, &stores),
-        &Remembered::default(),
-        now(),
-    );
+    let outcome = first_pass(&c, &plan, &pending, &snapshot, &stores);
     assert_eq!(outcome.next.action(false), Action::requeue(Duration::from_secs(1)));
-    let outcome = outcome::outcome(
-        &c,
-        &plan,
-        &Report::default(),
-        &snapshot,
-        &AfterAct::read(&plan, &stores),
-        &Remembered::default(),
-        now(),
-    );
+    let outcome = first_pass(&c, &plan, &Report::default(), &snapshot, &stores);
     assert_eq!(outcome.next.action(true), Action::requeue(Duration::from_secs(1)), "the evictions' writes");
 }
 
@@ -94,15 +84,7 @@ fn a_missing_efa_class_is_in_the_status_told_once_and_looked_for_again() {
     let world = converged(&c);
     let (snapshot, stores) = (world.snapshot().with_probes(probes), world.stores());
     let plan = Plan::new(&c, &snapshot, NOW).unwrap();
-    let outcome = outcome::outcome(
-        &c,
-        &plan,
-        &in_place(),
-        &snapshot,
-        &AfterAct::read(&plan, &stores),
-        &Remembered::default(),
-        now(),
-    );
+    let outcome = first_pass(&c, &plan, &in_place(), &snapshot, &stores);
     let reason = condition_reason(Some(&outcome.status), ConditionType::TemplatesReady);
     assert_eq!(reason, Some(Reason::DeviceClassMissing));
     assert_eq!(reasons(&outcome.events), ["DeviceClassMissing"]);
@@ -110,15 +92,7 @@ fn a_missing_efa_class_is_in_the_status_told_once_and_looked_for_again() {
 
     let mut told = c.clone();
     told.status = Some(outcome.status.clone());
-    let again = outcome::outcome(
-        &told,
-        &plan,
-        &in_place(),
-        &snapshot,
-        &AfterAct::read(&plan, &stores),
-        &Remembered::default(),
-        now(),
-    );
+    let again = first_pass(&told, &plan, &in_place(), &snapshot, &stores);
     assert_eq!(reasons(&again.events), Vec::<&str>::new(), "the stored status already says so");
 }
 
