@@ -156,8 +156,9 @@ fn start_profile(template: &str) -> Option<std::process::Child> {
     let file = (0..).map(|n| dir.join(format!("{template}-{n}.pprof"))).find(|f| !f.exists()).unwrap();
     eprintln!("bench: profiling the scheduler for {seconds} s into {}", file.display());
     let mut curl = scheduler_curl(&format!("debug/pprof/profile?seconds={seconds}"), seconds + 30);
-    // The scheduler was just started: its port opens a moment later.
-    curl.args(["--retry", "50", "--retry-connrefused", "--retry-delay", "1", "-o"]).arg(file);
+    // The scheduler was just started: its port opens a moment later, and until it has read the client CA it
+    // answers the certificate as anonymous (403), so every failure is retried and none is saved as the profile.
+    curl.args(["-f", "--retry", "50", "--retry-all-errors", "--retry-delay", "1", "-o"]).arg(file);
     Some(curl.spawn().expect("curl"))
 }
 
