@@ -99,6 +99,14 @@ CONTROLLERS+=",node-lifecycle-controller,taint-eviction-controller,pod-garbage-c
 NODE_MONITOR_GRACE_PERIOD="${NODE_MONITOR_GRACE_PERIOD:-12s}"
 NODE_MONITOR_PERIOD="${NODE_MONITOR_PERIOD:-2s}"
 TOLERATION_SECONDS="${TOLERATION_SECONDS:-5}"
+# SCHEDULER_PROFILING=1 serves the scheduler's Go profiles (/debug/pprof/ on its secure port, delegated auth like its
+# /metrics: the admin's client certificate may read them), for finding where its time goes (docs/benchmarks.md).
+# Off by default, as in the components' other flags here.
+case "${SCHEDULER_PROFILING:-0}" in
+  1) SCHEDULER_PROFILING_FLAG=true ;;
+  0) SCHEDULER_PROFILING_FLAG=false ;;
+  *) echo "controlplane: SCHEDULER_PROFILING=${SCHEDULER_PROFILING} is not 0 or 1" >&2; exit 1 ;;
+esac
 
 READY_TIMEOUT="${CONTROLPLANE_READY_TIMEOUT:-120}"
 
@@ -564,7 +572,7 @@ cmd_up() {
     --feature-gates="${FEATURE_GATES}" \
     --kube-api-qps=300 \
     --kube-api-burst=600 \
-    --profiling=false
+    --profiling="${SCHEDULER_PROFILING_FLAG}"
 
   wait_for "kube-scheduler /healthz" kcm_healthy "${sched_port}"
   write_kubeconfig "${KUBECONFIG_OUT}" admin

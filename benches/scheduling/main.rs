@@ -11,7 +11,8 @@
 //! Knobs: BENCH_SCHED_FLEETS (node counts, default "250,1000"), BENCH_SCHED_FILLS (default "0.5,1"),
 //! BENCH_SCHED_PODS (timed pods per run, at most; default 40), BENCH_SCHED_KINDS (comma-separated kind names, default
 //! all: one,four,four-efa,eight,sixteen,whole,fallbacks,ultraserver). BENCH_SCHED_QUICK=1: 250 nodes, 50%, 40 pods,
-//! kinds one,four,whole, for development.
+//! kinds one,four,whole, for development. BENCH_SCHED_PROFILE=DIR: a CPU profile of the scheduler in every timed run
+//! (`run.rs`; the control plane up with SCHEDULER_PROFILING=1).
 
 mod kinds;
 mod occupy;

@@ -51,8 +51,13 @@ pub async fn timed(client: &Client, template: &str, instance_type: &str, pods: u
     component("start-component");
     let pid = scheduler_pid();
     let cpu_before = cpu_seconds(pid);
+    let profile = start_profile(template);
     let (first, last, unbound) = bound(&pod_api, pods).await;
     let cpu = cpu_seconds(pid) - cpu_before;
+    if let Some(mut curl) = profile {
+        // Before the next run stops the scheduler, which would cut the profile short.
+        let _ = curl.wait();
+    }
     let (attempt_ms, filter_us) = scheduler_metrics();
     let rate = if unbound == 0 && pods > 1 { (pods - 1) as f64 / (last - first).as_secs_f64().max(0.001) } else { 0.0 };
     clean(client).await;
@@ -141,23 +146,43 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// The scheduler's mean attempt (ms) and mean DynamicResources Filter call (µs), from its /metrics. The endpoint
-/// authorizes through the API server (delegated auth): the admin's client certificate, system:masters, may read it.
-fn scheduler_metrics() -> (f64, f64) {
+/// BENCH_SCHED_PROFILE=DIR: a CPU profile of the scheduler from its start, BENCH_SCHED_PROFILE_SECONDS long (25),
+/// into DIR/<template>-<n>.pprof (the control plane up with SCHEDULER_PROFILING=1). Opt-in: the profile's waiting
+/// lengthens the run, though not its timed figures.
+fn start_profile(template: &str) -> Option<std::process::Child> {
+    let dir = PathBuf::from(std::env::var("BENCH_SCHED_PROFILE").ok()?);
+    let seconds: u32 = std::env::var("BENCH_SCHED_PROFILE_SECONDS").map_or(25, |s| s.parse().expect("seconds"));
+    std::fs::create_dir_all(&dir).expect("the profile directory");
+    let file = (0..).map(|n| dir.join(format!("{template}-{n}.pprof"))).find(|f| !f.exists()).unwrap();
+    eprintln!("bench: profiling the scheduler for {seconds} s into {}", file.display());
+    let mut curl = scheduler_curl(&format!("debug/pprof/profile?seconds={seconds}"), seconds + 30);
+    // The scheduler was just started: its port opens a moment later, and until it has read the client CA it
+    // answers the certificate as anonymous (403), so every failure is retried and none is saved as the profile.
+    curl.args(["-f", "--retry", "50", "--retry-all-errors", "--retry-delay", "1", "-o"]).arg(file);
+    Some(curl.spawn().expect("curl"))
+}
+
+/// curl of a path of the scheduler's secure port. It authorizes through the API server (delegated auth): the
+/// admin's client certificate, system:masters, may read its /metrics and /debug/pprof.
+fn scheduler_curl(path: &str, timeout_seconds: u32) -> Command {
     let args = std::fs::read(state().join("kube-scheduler.args")).unwrap();
     let port = String::from_utf8_lossy(&args)
         .split('\0')
         .find_map(|a| a.strip_prefix("--secure-port=").map(str::to_string))
         .expect("the scheduler's --secure-port");
     let pki = state().join("pki");
-    let out = Command::new("curl")
-        .args(["-sk", "--max-time", "10", "--cert"])
+    let mut curl = Command::new("curl");
+    curl.args(["-sk", "--max-time", &timeout_seconds.to_string(), "--cert"])
         .arg(pki.join("admin.crt"))
         .arg("--key")
         .arg(pki.join("admin.key"))
-        .arg(format!("https://127.0.0.1:{port}/metrics"))
-        .output()
-        .expect("curl");
+        .arg(format!("https://127.0.0.1:{port}/{path}"));
+    curl
+}
+
+/// The scheduler's mean attempt (ms) and mean DynamicResources Filter call (µs), from its /metrics.
+fn scheduler_metrics() -> (f64, f64) {
+    let out = scheduler_curl("metrics", 10).output().expect("curl");
     let text = String::from_utf8_lossy(&out.stdout);
     let attempt = mean(&text, "scheduler_scheduling_attempt_duration_seconds", &["result=\"scheduled\""]);
     let filter = mean(
