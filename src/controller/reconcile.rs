@@ -6,10 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::Api;
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
@@ -78,26 +76,14 @@ pub async fn reconcile(config: Arc<GuardedConfig>, ctx: Arc<Context>) -> Result<
 
 /// Applies the config, behind our finalizer: once it is going, removes what it created, then the finalizer.
 async fn with_cleanup(parsed: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
-    let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
-    let config = written::with_finalizer(parsed, ctx).await?;
-    finalizer(&api, FINALIZER, config, |event| async {
-        match event {
-            FinalizerEvent::Apply(config) => apply(&config, ctx).await,
-            FinalizerEvent::Cleanup(config) => {
-                let done = cleanup(&config, ctx).await;
-                if done.is_ok() {
-                    ctx.forget(&config);
-                }
-                done
-            }
+    let clean_up = |config: Arc<NeuronDRAConfig>| async move {
+        let done = cleanup(&config, ctx).await;
+        if done.is_ok() {
+            ctx.forget(&config);
         }
-    })
-    .await
-    .or_else(|error| match error {
-        // Already gone: a pass before this one removed the finalizer and the server deleted the config.
-        FinalizerError::RemoveFinalizer(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
-        error => Err(Error::Finalizer(Box::new(error))),
-    })
+        done
+    };
+    written::behind_finalizer(parsed, ctx, |config| async move { apply(&config, ctx).await }, clean_up).await
 }
 
 /// A config the API server stored but this build cannot parse: reported, never retried in a loop.

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::finalizer::Error as FinalizerError;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Error as FinalizerError, Event as FinalizerEvent, finalizer};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -51,9 +52,37 @@ pub fn failed(errors: Vec<ApplyError>) -> Result<(), Error> {
     if errors.is_empty() { Ok(()) } else { Err(Error::Writes(errors)) }
 }
 
+/// Runs `apply` on the config behind our finalizer (added first when missing) or, once it is going, `cleanup`, then
+/// removes the finalizer (kube's finalizer helper, whose one write is that removal).
+pub async fn behind_finalizer<A, C>(
+    parsed: &NeuronDRAConfig,
+    ctx: &Context,
+    apply: impl FnOnce(Arc<NeuronDRAConfig>) -> A,
+    cleanup: impl FnOnce(Arc<NeuronDRAConfig>) -> C,
+) -> Result<Action, Error>
+where
+    A: Future<Output = Result<Action, Error>>,
+    C: Future<Output = Result<Action, Error>>,
+{
+    let api: Api<NeuronDRAConfig> = Api::all(ctx.client.clone());
+    let config = with_finalizer(parsed, ctx).await?;
+    finalizer(&api, FINALIZER, config, |event| async {
+        match event {
+            FinalizerEvent::Apply(config) => apply(config).await,
+            FinalizerEvent::Cleanup(config) => cleanup(config).await,
+        }
+    })
+    .await
+    .or_else(|error| match error {
+        // Already gone: a pass before this one removed the finalizer and the server deleted the config.
+        FinalizerError::RemoveFinalizer(kube::Error::Api(status)) if status.code == 404 => Ok(Action::await_change()),
+        error => Err(Error::Finalizer(Box::new(error))),
+    })
+}
+
 /// The config with our finalizer, added first when it is missing and the config is not going. The pass then goes
 /// on to apply (the finalizer helper alone would stop and wait for the event of its own write).
-pub async fn with_finalizer(config: &NeuronDRAConfig, ctx: &Context) -> Result<Arc<NeuronDRAConfig>, Error> {
+async fn with_finalizer(config: &NeuronDRAConfig, ctx: &Context) -> Result<Arc<NeuronDRAConfig>, Error> {
     let mut config = config.clone();
     if config.meta().deletion_timestamp.is_some() || config.finalizers().iter().any(|f| f == FINALIZER) {
         return Ok(Arc::new(config));
