@@ -43,6 +43,7 @@ const FOREIGN_FLAGS: &[(&str, &str)] = &[
     ("--logical-nc-config", "neuronx-cc"),
     ("--nproc-per-node", "torchrun"),
     ("--prefix", "the stand-in plugin's image build"),
+    ("--profiling", "kube-scheduler"),
     ("--reset-then-reuse-values", "helm upgrade"),
     ("--reuse-values", "helm upgrade"),
     ("--set", "helm"),
