@@ -127,15 +127,41 @@ pub fn install() {
 /// The install's allow-list widened for the tests (`ALLOW_LIST`): config/rbac's operator policy and plugin fences
 /// applied again with the tests' install variables, as a kustomize overlay would. Again after any test's apply of
 /// `config/rbac` or `config/default`, which puts the shipped lists back.
+///
+/// Returns once the API server enforces these very lists: a policy written reaches admission a moment later (through
+/// the server's informer), and a test that writes meanwhile meets the lists as they were (a labelled ServiceAccount in
+/// a test's driver namespace refused). The operator policy, applied last, also allows a namespace of this call's own
+/// (`allow-<pid>-<n>`): the operator may create it only under this version.
 pub fn allow_test_drivers() {
-    for file in ["config/rbac/operator_policy.yaml", "config/rbac/plugin_fence.yaml"] {
+    let marker = unique("allow");
+    for file in ["config/rbac/plugin_fence.yaml", "config/rbac/operator_policy.yaml"] {
         let mut text = std::fs::read_to_string(repo(file)).unwrap();
         for (shipped, widened) in ALLOW_LIST {
             assert!(text.contains(shipped), "{file} no longer sets {shipped}");
             text = text.replace(shipped, widened);
         }
+        if file.ends_with("operator_policy.yaml") {
+            let widened = ALLOW_LIST[0].1;
+            text = text.replace(widened, &format!("{}, '{marker}']\"", widened.trim_end_matches("]\"")));
+        }
         kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text)).unwrap();
     }
+    wait_enforced(&marker);
+}
+
+/// Waits until the operator's ServiceAccount may create the namespace `marker`, then deletes it: a real create (the
+/// policy lets dry runs pass).
+fn wait_enforced(marker: &str) {
+    let operator = format!("--as=system:serviceaccount:{OPERATOR_NAMESPACE}:{OPERATOR_SA}");
+    let namespace = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {marker}, labels: {{app.kubernetes.io/managed-by: neuron-dra-operator}}}}\n"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(refused) = kubectl_with(&kubeconfig(), &["create", operator.as_str(), "-f", "-"], Some(&namespace)) {
+        assert!(Instant::now() < deadline, "the tests' allow-list was not in force within 60 s: {refused}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    kubectl(&["delete", "namespace", marker, "--wait=false"]);
 }
 
 /// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
