@@ -1,8 +1,10 @@
 //! The profile kinds the scheduling scenario times, each beside a plain claim of the same device count: the
 //! templates come from the operator's own compiler (the library, in this process: no operator runs), the plain ones
-//! are written here (`exactly: {count: N}` of the same DeviceClass, no selector, no constraint).
+//! are written here (`exactly: {count: N}` of the same DeviceClass, no selector, no constraint), and so is each
+//! template's bare twin (its very requests without a selector or constraint: what the shape itself costs).
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use kube::ResourceExt;
 use neuron_dra_operator::cli::parse_config;
 use neuron_dra_operator::logic::build::build;
 use neuron_dra_operator::logic::validate::validate;
@@ -97,4 +99,29 @@ pub fn plain(devices: u32, namespace: &str) -> ResourceClaimTemplate {
             "deviceClassName": DEVICE_CLASS, "allocationMode": "ExactCount", "count": devices}}]}}},
     }))
     .expect("a valid template")
+}
+
+/// The name of the bare twin of the template `kind`.
+pub fn bare_name(kind: &str) -> String {
+    format!("bare-{kind}")
+}
+
+/// `template`'s requests as they are (classes, counts, allocation modes, alternatives, the EFA request) without
+/// any selector or constraint: the same allocation work less the shape's own CEL and `matchAttribute` search.
+/// It promises less (no connected devices), so it is a measure, never a candidate shape.
+pub fn bare(template: &ResourceClaimTemplate) -> ResourceClaimTemplate {
+    let mut value = serde_json::to_value(template).expect("a template serializes");
+    value["metadata"] = json!({"name": bare_name(&template.name_any()), "namespace": template.namespace()});
+    let devices = value["spec"]["spec"]["devices"].as_object_mut().expect("a template has devices");
+    devices.remove("constraints");
+    for request in devices.get_mut("requests").and_then(Value::as_array_mut).into_iter().flatten() {
+        let request = request.as_object_mut().expect("a request is an object");
+        if let Some(exactly) = request.get_mut("exactly").and_then(Value::as_object_mut) {
+            exactly.remove("selectors");
+        }
+        for choice in request.get_mut("firstAvailable").and_then(Value::as_array_mut).into_iter().flatten() {
+            choice.as_object_mut().expect("a choice is an object").remove("selectors");
+        }
+    }
+    serde_json::from_value(value).expect("a valid template")
 }

@@ -1,6 +1,7 @@
 //! `BENCH_ONLY=scheduling make bench`: pods bound per second by the real kube-scheduler of the local control plane,
-//! per profile kind, beside a plain claim of the same device count on the same simulated fleet and fill. Figures,
-//! not assertions; on a shared 2-core machine only the ratios mean something.
+//! per profile kind, beside a plain claim of the same device count and the template's bare twin (the same requests
+//! without selectors or constraints) on the same simulated fleet and fill. Figures, not assertions; on a shared
+//! 2-core machine only the ratios mean something.
 //!
 //! Method (issue #42): the fleet filled to (fill - the timed pods) by allocated claims (`occupy.rs`); with the
 //! scheduler stopped, the timed pods and, by the resourceclaim controller, their claims; then the scheduler started
@@ -120,14 +121,16 @@ async fn fleet_runs(client: &Client, spec: &FleetSpec, kinds: &[&Kind], fill: f6
             }
         };
         let template = run::timed(client, kind.name, &spec.instance_type, plan.timed).await;
+        let bare = run::timed(client, &kinds::bare_name(kind.name), &spec.instance_type, plan.timed).await;
         occupy::release(client).await;
-        let row = Row { kind: kind.name, nodes: spec.count, fill, pods: plan.timed, template, plain };
+        let row = Row { kind: kind.name, nodes: spec.count, fill, pods: plan.timed, template, plain, bare };
         eprintln!("bench: {}", row.line());
         table.rows.push(row);
     }
 }
 
-/// The namespaces, DeviceClasses and every template (the kinds' and the plain ones), applied once before any run.
+/// The namespaces, DeviceClasses and every template (the kinds', their bare twins and the plain ones), applied once
+/// before any run.
 async fn setup(client: &Client, kinds: &[Kind]) {
     let params = PatchParams::apply("bench-scheduling").force();
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -136,6 +139,8 @@ async fn setup(client: &Client, kinds: &[Kind]) {
         namespaces.patch(name, &params, &Patch::Apply(&ns)).await.expect("namespace");
     }
     let (classes, mut templates) = kinds::compiled(kinds, run::NAMESPACE);
+    let bare: Vec<ResourceClaimTemplate> = templates.iter().map(kinds::bare).collect();
+    templates.extend(bare);
     let classes_api: Api<DeviceClass> = Api::all(client.clone());
     for class in classes {
         classes_api.patch(&class.name_any(), &params, &Patch::Apply(&class)).await.expect("DeviceClass");
