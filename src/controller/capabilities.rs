@@ -1,7 +1,6 @@
 //! capabilities: what the API server supports beyond the DRA API every supported version serves, found by asking
-//! it once, when a config first needs it, and what no cache holds (the plugin's fences, the EFA driver's
-//! DeviceClass). One pass asks it all before planning (`probe`); the plan refuses a spec that needs what the server
-//! lacks, so nothing is applied.
+//! it once, when a config first needs it, and what no cache holds (the plugin's fences). One pass asks it all before
+//! planning (`probe`); the plan refuses a spec that needs what the server lacks, so nothing is applied.
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceClassSpec};
@@ -13,7 +12,6 @@ use tokio::sync::OnceCell;
 
 use super::snapshot::Probes;
 use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
-use crate::logic::build::efa_templates;
 use crate::logic::fence::{self, Allowed};
 use crate::logic::validate::ValidatedConfig;
 
@@ -21,9 +19,6 @@ use crate::logic::validate::ValidatedConfig;
 pub struct Capabilities {
     extended_resources: OnceCell<bool>,
     informational_taints: OnceCell<bool>,
-    /// Whether the EFA driver's DeviceClass exists, and when that was read: installed or removed at any time, so
-    /// read again after `EFA_CLASS_TTL` rather than watched.
-    efa_class: std::sync::Mutex<Option<(std::time::Instant, bool)>>,
     /// A judgement that is never read again (the reconcile tests' world, which has no admission objects).
     fixed_fence: Option<Result<Allowed, String>>,
 }
@@ -32,13 +27,9 @@ pub struct Capabilities {
 /// restored fence brings no event.
 pub const FENCE_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// How long the answer about the EFA DeviceClass is kept; a config that lacks it is looked at again after this.
-pub const EFA_CLASS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
-
 impl Capabilities {
     /// Everything a pass asks the server before planning: the fences (on every pass), and for a spec that
-    /// validates (`validated`), what it needs beyond the base API (asked once) and the EFA driver's DeviceClass
-    /// when a template claims from it (asked once per `EFA_CLASS_TTL`).
+    /// validates (`validated`), what it needs beyond the base API (asked once).
     pub async fn probe(
         &self,
         client: &Client,
@@ -50,8 +41,7 @@ impl Capabilities {
             return Ok(Probes { fence, ..Probes::default() });
         };
         let unsupported = self.missing(client, taint_rules, &validated.spec).await?;
-        let efa_class = efa_templates(validated).is_empty() || self.efa_class(client).await?;
-        Ok(Probes { fence, unsupported, efa_class })
+        Ok(Probes { fence, unsupported })
     }
 
     /// Why the server cannot serve `spec` (one line naming the field), or `None` when it can. `taint_rules` is the
@@ -92,25 +82,6 @@ impl Capabilities {
             ));
         }
         Ok(None)
-    }
-}
-
-impl Capabilities {
-    /// Whether the DeviceClass `efa: true` templates claim EFA interfaces from (AWS's EFA DRA driver installs it)
-    /// exists; read at most once per `EFA_CLASS_TTL`.
-    async fn efa_class(&self, client: &Client) -> Result<bool, kube::Error> {
-        let cached = *self.efa_class.lock().expect("not poisoned");
-        if let Some((_, exists)) = cached.filter(|(read, _)| read.elapsed() < EFA_CLASS_TTL) {
-            return Ok(exists);
-        }
-        let class = crate::logic::build::EFA_DEVICE_CLASS;
-        let exists = match Api::<DeviceClass>::all(client.clone()).get(class).await {
-            Ok(_) => true,
-            Err(kube::Error::Api(status)) if status.code == 404 => false,
-            Err(error) => return Err(error),
-        };
-        *self.efa_class.lock().expect("not poisoned") = Some((std::time::Instant::now(), exists));
-        Ok(exists)
     }
 }
 

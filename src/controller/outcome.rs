@@ -12,13 +12,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
 use super::act::report::Report;
-use super::capabilities::{EFA_CLASS_TTL, FENCE_RECHECK};
+use super::capabilities::FENCE_RECHECK;
 use super::events::{self, EventReason, Remembered};
 use super::observe::{self, AfterAct};
 use super::plan::{Driver, Plan, Refusal, Step};
 use super::snapshot::Snapshot;
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus, TemplateCapacity};
-use crate::logic::status::{self, ConditionType, Observation, Reason, Validity, condition_reason};
+use crate::logic::status::{self, ConditionType, Reason, Validity, condition_reason};
 use crate::logic::validate::ValidatedConfig;
 
 /// What one pass leaves behind, for the write layer to carry out.
@@ -81,7 +81,7 @@ pub fn outcome<'p>(
     let driver = driver(plan, report);
     let step = step(plan, driver);
     let mut observation = observe::observation(config.meta().generation, plan, driver, report, after);
-    observation.classes_missing = classes_missing(plan, snapshot.probes.efa_class);
+    observation.classes_missing = classes_missing(plan, snapshot.efa_class);
     let assessment = snapshot.health(&plan.config, plan.driver != Driver::BlockedByConflict);
     let previous_status = config.status.as_ref();
     let mut remembered = previous.clone();
@@ -101,7 +101,7 @@ pub fn outcome<'p>(
     let next = Next {
         waiting: report.pending || driver == Driver::WaitingForNamespace,
         foreign: !report.foreign.is_empty(),
-        recheck: recheck(plan, driver, step, &observation),
+        recheck: recheck(plan, driver, step),
     };
     let managed_objects = report.templates_in_place.len() + super::kinds::DRIVER_OBJECTS;
     Outcome {
@@ -157,11 +157,10 @@ pub fn step(plan: &Plan, driver: Driver) -> Option<&Step> {
 }
 
 /// The soonest change that brings no event: a rollout step's timeout or soak, remediation's problemFor or
-/// clearFor, the EFA driver's DeviceClass (not watched) and a fence restored (admission objects are read by name).
-fn recheck(plan: &Plan, driver: Driver, step: Option<&Step>, observation: &Observation) -> Option<Duration> {
-    let efa = (!observation.classes_missing.is_empty()).then_some(EFA_CLASS_TTL);
+/// clearFor, and a fence restored (admission objects are read by name).
+fn recheck(plan: &Plan, driver: Driver, step: Option<&Step>) -> Option<Duration> {
     let fence = (driver == Driver::Unfenced).then_some(FENCE_RECHECK);
-    [step.and_then(|s| s.recheck), plan.remediation.recheck(), efa, fence].into_iter().flatten().min()
+    [step.and_then(|s| s.recheck), plan.remediation.recheck(), fence].into_iter().flatten().min()
 }
 
 /// One line per template that claims from a DeviceClass this cluster lacks: the EFA driver's, for `efa: true`.

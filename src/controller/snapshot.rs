@@ -16,7 +16,7 @@ use super::validations::Validations;
 use crate::api::labels::{LABEL_CONFIG, ours};
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
-use crate::logic::build::plugin_name;
+use crate::logic::build::{EFA_DEVICE_CLASS, plugin_name};
 use crate::logic::fence::Allowed;
 use crate::logic::health;
 use crate::logic::nodes::NodeFilter;
@@ -47,6 +47,9 @@ pub struct Snapshot {
     /// The DeviceClasses another tool made (without the operator's label), by name: a template that names one keeps
     /// the selectors the operator's own class would guarantee (`plan::own_classes`).
     pub foreign_device_classes: BTreeSet<String>,
+    /// Whether the EFA driver's DeviceClass exists, which `efa: true` templates claim from (a watched cache: an EFA
+    /// driver installed later brings a pass at once).
+    pub efa_class: bool,
     /// What rollout, remediation, health and capacity each need of one config, worked out once (a walk over the
     /// whole fleet each): its selected nodes and its plugin pods, with the config's name.
     selected: OnceLock<(String, Selected)>,
@@ -61,14 +64,12 @@ pub struct Probes {
     pub fence: Result<Allowed, String>,
     /// Why this server cannot serve the spec (one line naming the field), if it cannot.
     pub unsupported: Option<String>,
-    /// Whether the EFA driver's DeviceClass exists (only asked when a template claims from it).
-    pub efa_class: bool,
 }
 
 /// Fences in place that allow any driver, a server that serves everything: the unit tests' world.
 impl Default for Probes {
     fn default() -> Self {
-        Probes { fence: Ok(Allowed::default()), unsupported: None, efa_class: true }
+        Probes { fence: Ok(Allowed::default()), unsupported: None }
     }
 }
 
@@ -99,6 +100,7 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
 
 impl Snapshot {
     pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>) -> Self {
+        let device_classes = stores.every_device_class.state();
         Snapshot {
             validations: stores.validations.clone(),
             taint_rule_resource,
@@ -114,13 +116,12 @@ impl Snapshot {
             daemon_sets: stores.owned.daemon_sets.state(),
             revisions: stores.revisions.state(),
             templates: stores.owned.templates.state(),
-            foreign_device_classes: stores
-                .every_device_class
-                .state()
+            foreign_device_classes: device_classes
                 .iter()
                 .filter(|class| !ours(&class.metadata))
                 .map(|class| class.name_any())
                 .collect(),
+            efa_class: device_classes.iter().any(|class| class.name_any() == EFA_DEVICE_CLASS),
             selected: OnceLock::new(),
             config_pods: OnceLock::new(),
         }

@@ -63,6 +63,9 @@ pub struct World {
     pub device_classes: Vec<DeviceClass>,
     /// DeviceClasses another tool made: in no owned cache, only among every class's metadata.
     pub foreign_device_classes: Vec<DeviceClass>,
+    /// AWS's EFA driver not installed: its DeviceClass, otherwise among every class's metadata (as in the test
+    /// clusters), absent.
+    pub no_efa_driver: bool,
     /// DeviceTaintRules (`v1`); None: the server serves none.
     pub taint_rules: Option<Vec<crate::cluster::taint_rule::TaintRuleView>>,
     pub slices: Vec<SliceView>,
@@ -138,7 +141,9 @@ impl World {
                 self.device_classes
                     .iter()
                     .chain(&self.foreign_device_classes)
-                    .map(|class| kube::core::PartialObjectMetaExt::into_response_partial(class.metadata.clone()))
+                    .map(|class| class.metadata.clone())
+                    .chain((!self.no_efa_driver).then(efa_class_metadata))
+                    .map(kube::core::PartialObjectMetaExt::into_response_partial)
                     .collect::<Vec<_>>(),
             ),
             slices: store(self.slices.clone()),
@@ -334,4 +339,9 @@ impl Server {
             }
         }
     }
+}
+
+/// The EFA driver's DeviceClass as its chart installs it (not the operator's).
+fn efa_class_metadata() -> kube::api::ObjectMeta {
+    kube::api::ObjectMeta { name: Some(crate::logic::build::EFA_DEVICE_CLASS.into()), ..Default::default() }
 }

@@ -68,33 +68,24 @@ async fn a_device_class_another_tool_made_is_left_alone_and_reported() {
 }
 
 /// #28: a template with `efa: true` claims from the EFA driver's DeviceClass; without it the status says so (and
-/// one Warning), instead of leaving the pods Pending with nothing but the scheduler's word; with it, Ready.
+/// one Warning), instead of leaving the pods Pending with nothing but the scheduler's word; with it, Ready. The
+/// class is read from the cache of every DeviceClass, never by a request of its own.
 #[tokio::test]
 async fn a_missing_efa_device_class_is_reported_on_the_templates_that_need_it() {
-    let efa = "/apis/resource.k8s.io/v1/deviceclasses/efa.networking.k8s.aws";
     let c = config(json!({"profiles": [
         {"name": "pretrain", "training": {"instanceType": "trn2.48xlarge", "devices": 4, "efa": true}}]}));
-    let fixture = Fixture::new(&super::converged(&c));
-    fixture.fail(&format!("GET {efa}"), 404, "deviceclasses \"efa.networking.k8s.aws\" not found", 1);
+    let fixture = Fixture::new(&World { no_efa_driver: true, ..super::converged(&c) });
     fixture.reconcile(&c).await.unwrap();
     let (ok, reason, message) = condition(&fixture.last_status().unwrap(), "TemplatesReady");
     assert_eq!((ok.as_str(), reason.as_str()), ("False", "DeviceClassMissing"));
     assert!(message.contains("pretrain") && message.contains("efa.networking.k8s.aws"), "{message}");
     assert_eq!(fixture.event_reasons(), ["DeviceClassMissing"]);
 
+    assert_eq!(fixture.lines(), [STATUS, EVENT], "no request of its own");
+
     let fixture = Fixture::new(&super::converged(&c));
-    fixture.store(
-        efa,
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": "efa.networking.k8s.aws"}, "spec": {}}),
-    );
     fixture.reconcile(&c).await.unwrap();
     assert_eq!(condition(&fixture.last_status().unwrap(), "TemplatesReady").1, "Applied");
-    // Templates without EFA never look.
-    let plain = config(json!({}));
-    let fixture = Fixture::new(&super::converged(&plain));
-    fixture.reconcile(&plain).await.unwrap();
-    assert!(!fixture.lines().iter().any(|l| l.contains("deviceclasses/efa")), "{:?}", fixture.lines());
 }
 
 /// Only what the config owns goes: the config's label is a filter anyone who may label an object can set, so an

@@ -6,11 +6,11 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use serde_json::json;
 
+use super::fixtures::World;
 use super::plan::NOW;
 use super::{config, converged};
 use crate::api::NeuronDRAConfig;
 use crate::controller::act::report::Report;
-use crate::controller::capabilities::EFA_CLASS_TTL;
 use crate::controller::events::Remembered;
 use crate::controller::observe::AfterAct;
 use crate::controller::outcome::{self, Next, Outcome};
@@ -77,23 +77,28 @@ fn writes_that_wait_for_the_cache_or_a_foreign_object_bring_the_config_back() {
 }
 
 #[test]
-fn a_missing_efa_class_is_in_the_status_told_once_and_looked_for_again() {
+fn a_missing_efa_class_is_in_the_status_told_once_and_gone_with_the_class() {
     let c = config(json!({"profiles": [
         {"name": "pretrain", "training": {"instanceType": "trn2.48xlarge", "devices": 4, "efa": true}}]}));
-    let probes = Probes { efa_class: false, ..Probes::default() };
-    let world = converged(&c);
-    let (snapshot, stores) = (world.snapshot().with_probes(probes), world.stores());
+    let world = World { no_efa_driver: true, ..converged(&c) };
+    let (snapshot, stores) = (world.snapshot(), world.stores());
     let plan = Plan::new(&c, &snapshot, NOW).unwrap();
     let outcome = first_pass(&c, &plan, &in_place(), &snapshot, &stores);
     let reason = condition_reason(Some(&outcome.status), ConditionType::TemplatesReady);
     assert_eq!(reason, Some(Reason::DeviceClassMissing));
     assert_eq!(reasons(&outcome.events), ["DeviceClassMissing"]);
-    assert_eq!(outcome.next.recheck, Some(EFA_CLASS_TTL));
+    assert_eq!(outcome.next.recheck, None, "the class is watched: its creation brings the next pass");
 
     let mut told = c.clone();
     told.status = Some(outcome.status.clone());
     let again = first_pass(&told, &plan, &in_place(), &snapshot, &stores);
     assert_eq!(reasons(&again.events), Vec::<&str>::new(), "the stored status already says so");
+
+    let installed = converged(&c);
+    let (snapshot, stores) = (installed.snapshot(), installed.stores());
+    let outcome = first_pass(&told, &plan, &in_place(), &snapshot, &stores);
+    let reason = condition_reason(Some(&outcome.status), ConditionType::TemplatesReady);
+    assert_eq!(reason, Some(Reason::Applied), "the EFA driver's class in the cache");
 }
 
 #[test]
