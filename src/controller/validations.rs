@@ -6,29 +6,37 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::api::NeuronDRAConfig;
-use crate::logic::validate::{ValidatedConfig, validate};
+use crate::logic::validate::{InvalidConfig, ValidatedConfig, validate};
 
-/// A config's generation and what validating it gave (None: invalid).
-type Validated = (Option<i64>, Option<Arc<ValidatedConfig>>);
+/// What validating a config gave: its validated form, or every field in error.
+pub type Checked = Result<Arc<ValidatedConfig>, InvalidConfig>;
+
+/// A config's generation and what validating it gave.
+type Validated = (Option<i64>, Checked);
 
 /// Validation results by config uid.
 #[derive(Debug, Default)]
 pub struct Validations(Mutex<HashMap<String, Validated>>);
 
 impl Validations {
-    /// The validated form of `config`, None when it is invalid; validated once per generation.
+    /// The validated form of `config`, None when it is invalid.
     pub fn of(&self, config: &NeuronDRAConfig) -> Option<Arc<ValidatedConfig>> {
+        self.checked(config).ok()
+    }
+
+    /// What validating `config` gives, worked out once per generation.
+    pub fn checked(&self, config: &NeuronDRAConfig) -> Checked {
         let Some(uid) = config.metadata.uid.clone() else {
-            return validate(config).ok().map(Arc::new); // not stored yet (tests): nothing to key by
+            return validate(config).map(Arc::new); // not stored yet (tests): nothing to key by
         };
         let generation = config.metadata.generation;
         let mut known = self.0.lock().expect("not poisoned");
         match known.get(&uid) {
-            Some((seen, validated)) if *seen == generation => validated.clone(),
+            Some((seen, checked)) if *seen == generation => checked.clone(),
             _ => {
-                let validated = validate(config).ok().map(Arc::new);
-                known.insert(uid, (generation, validated.clone()));
-                validated
+                let checked = validate(config).map(Arc::new);
+                known.insert(uid, (generation, checked.clone()));
+                checked
             }
         }
     }

@@ -20,13 +20,14 @@ use kube::core::PartialObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::snapshot::{Probes, Snapshot};
+use super::validations::Checked;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
 use crate::logic::build::{self, Allowance, Desired, OwnClasses};
 use crate::logic::conflict::{self, Claimant, Conflicts};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
-use crate::logic::validate::{FieldError, InvalidConfig, ValidatedConfig, validate};
+use crate::logic::validate::{FieldError, InvalidConfig, ValidatedConfig};
 pub use mode::Mode;
 
 /// What happens to the kubelet plugin (its ServiceAccount and DaemonSet).
@@ -58,7 +59,7 @@ pub enum NamespaceState {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub mode: Mode,
-    pub config: ValidatedConfig,
+    pub config: Arc<ValidatedConfig>,
     /// Every object wanted; templates that conflict with another config are already left out.
     pub desired: Desired,
     /// The templates left out for a conflict: one of this config's own is kept as it is, not deleted.
@@ -83,7 +84,7 @@ impl Plan {
     /// Validates `config` and decides against the snapshot at `now` (seconds); a spec that fails validation, or
     /// that the server cannot serve (`Probes`), plans nothing.
     pub fn new(config: &NeuronDRAConfig, snapshot: &Snapshot, now: i64) -> Result<Plan, Refusal> {
-        let validated = accepted(config, &snapshot.probes)?;
+        let validated = accepted(snapshot.validations.checked(config), &snapshot.probes)?;
         let (namespaces, missing_namespaces) = target_namespaces(&validated, snapshot);
         let conflicts = conflicts_of(config, &validated, snapshot);
         let budgets = quota_budgets(&validated, snapshot);
@@ -178,8 +179,8 @@ impl std::fmt::Display for Refusal {
 
 /// `config` validated, and found within what the fences allow (unfenced, the plugin is not written whatever its
 /// driver: nothing to refuse) and what the server serves, in that order.
-fn accepted(config: &NeuronDRAConfig, probes: &Probes) -> Result<ValidatedConfig, Refusal> {
-    let validated = validate(config).map_err(Refusal::InvalidSpec)?;
+fn accepted(checked: Checked, probes: &Probes) -> Result<Arc<ValidatedConfig>, Refusal> {
+    let validated = checked.map_err(Refusal::InvalidSpec)?;
     let refusals = probes.fence.as_ref().map(|allowed| allowed.refusals(&validated.spec.driver)).unwrap_or_default();
     if !refusals.is_empty() {
         let fields = refusals.into_iter().map(|(path, why)| FieldError::new(path, why)).collect();

@@ -117,8 +117,10 @@ fn a_spec_the_server_cannot_serve_is_refused_by_the_plan_after_validation() {
     told.status = Some(outcome.status);
     assert!(outcome::refused(&told, &refusal, now()).events.is_empty(), "told once");
 
-    let invalid = config(json!({"profiles": [{"name": "p", "training": {"instanceType": "trn1.32xlarge",
+    let mut invalid = config(json!({"profiles": [{"name": "p", "training": {"instanceType": "trn1.32xlarge",
         "logicalNeuronCore": 2}}]}));
+    // A changed spec is a new generation (validations are kept per generation).
+    invalid.metadata.generation = Some(c.metadata.generation.unwrap_or_default() + 1);
     let refusal = Plan::new(&invalid, &snapshot, NOW).unwrap_err();
     assert!(matches!(refusal, Refusal::InvalidSpec(_)), "an invalid spec is refused as such first: {refusal}");
 }

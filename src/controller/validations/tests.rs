@@ -17,6 +17,8 @@ fn a_generation_is_validated_once_and_a_new_one_again() {
     let again = validations.of(&config(1, 4)).expect("valid");
     assert!(Arc::ptr_eq(&first, &again), "the same generation is not validated again");
     assert!(validations.of(&config(2, 5)).is_none(), "5 devices is no connected group: invalid");
+    let errors = validations.checked(&config(2, 5)).expect_err("kept with its field errors");
+    assert!(errors.0.iter().any(|e| e.to_string().contains("devices")), "{errors:?}");
     assert!(validations.of(&config(3, 8)).is_some());
     assert_eq!(validations.len(), 1);
     validations.forget("u1");
