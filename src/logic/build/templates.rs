@@ -106,19 +106,19 @@ struct Devices {
 }
 
 impl Devices {
-    /// A claim without fallbacks: the `neurons` request (after `efa`, when it has one), as `exactly` requests.
+    /// A claim without fallbacks: the `neurons` request (and `efa`), as `exactly` requests.
     fn exactly(&mut self, choice: &Choice, device_class: &str, own: OwnClasses) {
         match &choice.kind {
             ClaimKind::Devices { count, efa } => {
+                let selectors = neuron_selectors(choice, own.device_type());
+                // `neurons` before `efa`: the scheduler fills requests in order, and with the EFAs first it stalled on
+                // nodes whose group had free EFAs but a device in use (docs/decisions.md, "Template shape").
+                self.requests.push(exact_request(REQUEST_NEURONS, device_class, *count, selectors));
                 let mut aligned = vec![REQUEST_NEURONS.to_string()];
-                // The EFAs first: the scheduler allocates requests in order, and with the group constraint this
-                // order costs it less CPU for the same devices (docs/decisions.md, "Template shape").
                 if let Some(efa_count) = efa {
                     self.requests.push(exact_request(REQUEST_EFA, EFA_DEVICE_CLASS, *efa_count, Vec::new()));
                     aligned.push(REQUEST_EFA.to_string());
                 }
-                let selectors = neuron_selectors(choice, own.device_type());
-                self.requests.push(exact_request(REQUEST_NEURONS, device_class, *count, selectors));
                 if let Some(group) = device_group(*count, efa.is_some()) {
                     self.constraints.push(group_constraint(group, aligned));
                 }

@@ -125,7 +125,7 @@ fn efa_adds_a_request_with_the_same_count_under_one_constraint() {
     assert_eq!(constraints[0].match_attribute.as_deref(), Some("resource.aws.com/devicegroup8_id"));
     assert_eq!(constraints[0].requests, Some(vec!["neurons".to_string(), "efa".to_string()]));
     let order: Vec<&str> = devices(&t[0]).requests.iter().flatten().map(|r| r.name.as_str()).collect();
-    assert_eq!(order, ["efa", "neurons"], "the EFAs first: the cheaper order for the scheduler");
+    assert_eq!(order, ["neurons", "efa"], "the EFAs first stall the scheduler (docs/decisions.md)");
 }
 
 #[test]
