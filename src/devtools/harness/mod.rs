@@ -127,12 +127,23 @@ pub fn install() {
 /// The install's allow-list widened for the tests (`ALLOW_LIST`): config/rbac's operator policy and plugin fences
 /// applied again with the tests' install variables, as a kustomize overlay would. Again after any test's apply of
 /// `config/rbac` or `config/default`, which puts the shipped lists back.
-///
-/// Returns once the API server enforces these very lists: a policy written reaches admission a moment later (through
-/// the server's informer), and a test that writes meanwhile meets the lists as they were (a labelled ServiceAccount in
-/// a test's driver namespace refused). The operator policy, applied last, also allows a namespace of this call's own
-/// (`allow-<pid>-<n>`): the operator may create it only under this version.
 pub fn allow_test_drivers() {
+    apply_test_fences(None);
+}
+
+/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
+/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
+/// `allow_test_drivers` puts it back.
+pub fn also_operator(user: &str) {
+    apply_test_fences(Some(user));
+}
+
+/// Applies the plugin fences, then the operator policy, with the tests' allow-list (and `extra_operator` among the
+/// fence's operators), and returns once the API server enforces them: a policy written reaches admission a moment
+/// later (through the server's informer), and a test that writes meanwhile meets the lists as they were (a labelled
+/// ServiceAccount in a test's driver namespace refused). The operator policy, applied last, also allows a namespace
+/// of this call's own (`allow-<pid>-<n>`): the operator may create it only under this version.
+fn apply_test_fences(extra_operator: Option<&str>) {
     let marker = unique("allow");
     for file in ["config/rbac/plugin_fence.yaml", "config/rbac/operator_policy.yaml"] {
         let mut text = std::fs::read_to_string(repo(file)).unwrap();
@@ -140,9 +151,14 @@ pub fn allow_test_drivers() {
             assert!(text.contains(shipped), "{file} no longer sets {shipped}");
             text = text.replace(shipped, widened);
         }
-        if file.ends_with("operator_policy.yaml") {
-            let widened = ALLOW_LIST[0].1;
-            text = text.replace(widened, &format!("{}, '{marker}']\"", widened.trim_end_matches("]\"")));
+        let (list, extra) = match file.ends_with("operator_policy.yaml") {
+            true => (ALLOW_LIST[0].1, Some(marker.as_str())),
+            false => ("['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']", extra_operator),
+        };
+        if let Some(extra) = extra {
+            assert_eq!(text.matches(list).count(), 1, "{file}: {list}");
+            let (open, close) = list.rsplit_once(']').unwrap();
+            text = text.replace(list, &format!("{open}, '{extra}']{close}"));
         }
         kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text)).unwrap();
     }
@@ -162,20 +178,6 @@ fn wait_enforced(marker: &str) {
         std::thread::sleep(Duration::from_millis(200));
     }
     kubectl(&["delete", "namespace", marker, "--wait=false"]);
-}
-
-/// The cluster's shared fence `neuron-dra-plugin-pods` (config/rbac's with the tests' allow-list) naming `user`
-/// among its `operators` too, as a cluster's admin does for a second release (docs/install.md).
-/// `allow_test_drivers` puts it back.
-pub fn also_operator(user: &str) {
-    let shipped = "['system:serviceaccount:neuron-dra-operator-system:neuron-dra-operator']";
-    let mut text = std::fs::read_to_string(repo("config/rbac/plugin_fence.yaml")).unwrap();
-    for (shipped, widened) in ALLOW_LIST {
-        text = text.replace(shipped, widened);
-    }
-    assert_eq!(text.matches(shipped).count(), 1, "config/rbac/plugin_fence.yaml's operators");
-    text = text.replace(shipped, &format!("{}, '{user}']", shipped.trim_end_matches(']')));
-    kubectl_with(&kubeconfig(), &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&text)).unwrap();
 }
 
 /// An object as `kubectl get -o json` shows it, or kubectl's error (NotFound, say).
