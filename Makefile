@@ -102,8 +102,9 @@ NEWEST_TESTS := --test apiserver --test controller --test health --test allocati
   --test samples --test quotas --test kueue --test least_privilege --test least_privilege_plugin \
   --test least_privilege_rbac --test unfenced
 ## The tests that run containers on the real nodes (ignored by a plain `cargo test`): all of them on the oldest
-## release, the kubelet's side (plugin, pods, rollout, remediation, faults on two nodes) on the newest.
-NODE_TESTS := --test real_node --test real_node_install --test real_node_faults
+## release (with `make demo` and `make demo-down` end to end, tests/real_node_demo.rs), the kubelet's side (plugin,
+## pods, rollout, remediation, faults on two nodes) on the newest.
+NODE_TESTS := --test real_node --test real_node_install --test real_node_faults --test real_node_demo
 NODE_TESTS_NEWEST := --test real_node --test real_node_faults
 
 ## Everything: lint, then unit and integration tests against a real local control plane of each end of the

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # `make demo`: the operator's main job on one machine. Starts the local control plane with one real node (kubelet,
 # containerd, runc; building them the first time), simulates a small mixed Trainium fleet beside it, runs the
-# operator under its shipped RBAC, applies the mixed sample, breaks one device, shows what a platform engineer would
-# look at, and runs a pod on the real node with the devices the scheduler allocated to it. Leaves everything
-# running; `make demo-down` stops it.
+# operator under its shipped RBAC (with the stand-in plugin's image allowed by an overlay, hack/demo-install),
+# applies the mixed sample, breaks one device, shows what a platform engineer would look at, and runs a pod on the
+# real node with the devices the scheduler allocated to it. Leaves everything running; `make demo-down` stops it.
 #
 #   hack/demo.sh        run the demo (safe to run again; DEMO_NODES=0: no real node, the simulated fleet only)
-#   hack/demo.sh down   stop the operator, the simulated kubelet, the node and the control plane
+#   hack/demo.sh down   undo it: stop the operator and the simulated kubelet, and stop the control plane and the
+#                       node if the demo started them; on a control plane that was already running (a test phase's,
+#                       tests/real_node_demo.rs), remove only what the demo added to it
+#
+# A running control plane is reused at its own release; otherwise KUBE_VERSION (default the oldest supported).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +24,11 @@ CONFIG=trainium
 FAULTY_NODE=demo-trn2-1
 NODES="${DEMO_NODES:-1}"
 REAL_NODE="node-1"
+NAMESPACES=(team-a team-b ml-research)
+FLEETS=(demo-trn2 demo-trn1 demo-us)
+# What the demo started itself, so that `down` stops only that (files in ${STATE}).
+STARTED_CONTROLPLANE="${STATE}/started-controlplane"
+STARTED_NODE="${STATE}/started-node"
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -32,9 +41,27 @@ stop_demo_processes() {
   done
 }
 
-if [[ "${1:-}" == "down" ]]; then
+# The demo's objects on a control plane it did not start: the config first, while the operator still runs to
+# release its finalizer and remove what it rendered, then the rest the demo made.
+remove_demo_objects() {
+  kubectl delete ndc "${CONFIG}" --ignore-not-found --wait=true --timeout=120s >/dev/null
   stop_demo_processes
-  "${ROOT}/hack/controlplane.sh" down
+  kubectl delete namespace "${NAMESPACES[@]}" --ignore-not-found --wait=true --timeout=120s >/dev/null
+  kubectl delete clusterrolebinding demo-metrics-reader --ignore-not-found >/dev/null
+  kubectl delete serviceaccount -n neuron-dra-operator-system demo-metrics-reader --ignore-not-found >/dev/null
+  local fleet
+  for fleet in "${FLEETS[@]}"; do "${DEVTOOLS}" simulate clear --prefix "${fleet}" >/dev/null; done
+}
+
+if [[ "${1:-}" == "down" ]]; then
+  if [[ -f "${STARTED_CONTROLPLANE}" ]] || ! "${ROOT}/hack/controlplane.sh" status >/dev/null 2>&1; then
+    stop_demo_processes
+    "${ROOT}/hack/controlplane.sh" down
+  else
+    remove_demo_objects
+    [[ ! -f "${STARTED_NODE}" ]] || "${ROOT}/hack/node.sh" down "${REAL_NODE}"
+  fi
+  rm -rf "${STATE}"
   exit 0
 fi
 
@@ -45,6 +72,16 @@ say "Building the operator and its dev tools (cargo build --profile ${PROFILE})"
 (cd "${ROOT}" && cargo build --profile "${PROFILE/debug/dev}" --locked --quiet --features devtools)
 
 say "Starting the local control plane and ${NODES} real node(s) (the first run builds Kubernetes, containerd and the images)"
+if "${ROOT}/hack/controlplane.sh" status >/dev/null 2>&1; then
+  # Reused at its own release (a running 1.37 control plane is not replaced by the default 1.34).
+  KUBE_VERSION="$(cat "${ROOT}/target/controlplane/version")"
+  export KUBE_VERSION
+  if ((NODES > 0)) && [[ ! -f "${STARTED_NODE}" ]] && ! "${ROOT}/hack/node.sh" status "${REAL_NODE}" >/dev/null 2>&1; then
+    touch "${STARTED_NODE}"
+  fi
+else
+  touch "${STARTED_CONTROLPLANE}"
+fi
 NODES="${NODES}" "${ROOT}/hack/controlplane.sh" up
 
 say "Installing the CRD and the operator's RBAC"
@@ -53,7 +90,8 @@ kubectl wait --for=condition=Established crd/neurondraconfigs.neurondra.io --tim
 # Discovery lags a moment behind Established on a fresh API server.
 for _ in $(seq 120); do kubectl get ndc >/dev/null 2>&1 && break; sleep 0.5; done
 kubectl create namespace neuron-dra-operator-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl apply -k "${ROOT}/config/rbac" >/dev/null
+# config/rbac with the stand-in plugin's repository in the fences' allow-list (hack/demo-install/kustomization.yaml).
+kubectl apply -k "${ROOT}/hack/demo-install" >/dev/null
 
 say "Simulating a fleet: 4 trn2.48xlarge, 2 trn1.32xlarge, one UltraServer of 4 trn2u.48xlarge"
 "${DEVTOOLS}" simulate fleet --count 4 --instance-type trn2.48xlarge --prefix demo-trn2
