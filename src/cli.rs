@@ -34,6 +34,11 @@ pub enum Command {
         /// Configuration fragment, ResourceFlavors, a ClusterQueue and a LocalQueue per named budget namespace.
         #[arg(long, conflicts_with = "namespaces")]
         kueue: bool,
+        /// The cluster's Kubernetes version (`1.34`, `v1.37.2`): the templates take the form its scheduler
+        /// allocates quickly, as the running operator shapes them; default: the form every supported version
+        /// allocates quickly (docs/decisions.md, "Whole nodes on a busy fleet").
+        #[arg(long = "kubernetes-version", value_parser = parse_allocator, conflicts_with = "kueue")]
+        kubernetes_version: Option<crate::logic::build::Allocator>,
     },
     /// Scrape every ready operator replica's /metrics as this pod's ServiceAccount (what the chart's `helm test`
     /// runs).
@@ -143,7 +148,13 @@ pub async fn smoke_test(service: &str, namespace: Option<&str>) -> anyhow::Resul
     Ok(format!("smoke test passed: {} replica(s) of Service {namespace}/{service} served /metrics", targets.len()))
 }
 
-pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {
+/// The allocator of a `--kubernetes-version`.
+fn parse_allocator(version: &str) -> Result<crate::logic::build::Allocator, String> {
+    crate::logic::build::Allocator::of_version(version)
+        .ok_or_else(|| format!("{version:?} is not a Kubernetes version like 1.34 or v1.37.2"))
+}
+
+pub fn render(file: &Path, namespaces: &[String], allocator: crate::logic::build::Allocator) -> anyhow::Result<String> {
     let config = read_config(file)?;
     let validated = validate(&config).map_err(|InvalidConfig(problems)| RenderError(problems))?;
     let namespaces = if namespaces.is_empty() { &validated.spec.templates.namespaces } else { namespaces };
@@ -152,7 +163,9 @@ pub fn render(file: &Path, namespaces: &[String]) -> anyhow::Result<String> {
     }
     // Budgets of the namespaces a budget names (a selector needs the cluster), the first budget winning.
     let budgets = crate::logic::build::named_budgets(&validated);
-    Ok(crate::logic::build::build(&validated, namespaces).with_quotas(&validated, &budgets).to_yaml()?)
+    let own = crate::logic::build::OwnClasses::BOTH;
+    let desired = crate::logic::build::build_with(&validated, namespaces, own, allocator);
+    Ok(desired.with_quotas(&validated, &budgets).to_yaml()?)
 }
 
 /// `render --kueue`: the Kueue objects of the config's budgets as YAML, and notes on what was left out.

@@ -25,7 +25,9 @@ fn main() -> ExitCode {
             notes.iter().for_each(|note| eprintln!("{note}"));
             print!("{yaml}")
         }),
-        Command::Render { file, namespaces, kueue: false } => render(&file, &namespaces).map(|yaml| print!("{yaml}")),
+        Command::Render { file, namespaces, kueue: false, kubernetes_version } => {
+            render(&file, &namespaces, kubernetes_version.unwrap_or_default()).map(|yaml| print!("{yaml}"))
+        }
         Command::SmokeTest { service, namespace } => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

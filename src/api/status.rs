@@ -202,6 +202,24 @@ pub struct ProfileStatus {
     /// Whether Kueue (v0.19, configured as `render --kueue` prints) can admit pods that use this profile's templates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kueue: Option<KueueAdmission>,
+    /// How each template asks for its devices on this server, and what one claim of it is charged, in template order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<TemplateRequest>,
+}
+
+/// How one template asks for its Neuron devices on this cluster's Kubernetes version (docs/decisions.md, "Whole
+/// nodes on a busy fleet").
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRequest {
+    pub template: String,
+    /// The allocation mode of its preferred request: `ExactCount`, or `All` where the profile asks for every
+    /// device of a node and the server's scheduler (before 1.36) would search for seconds for an exact count of
+    /// them on a node with one in use.
+    pub allocation_mode: String,
+    /// Devices one claim of it is charged against a team's device budget (its ResourceQuota): its count, 32 for
+    /// `All`, the largest alternative with fallbacks; an UltraServer node entry as its node's devices.
+    pub charge: i64,
 }
 
 /// Kueue's verdict on a profile: it admits a workload only when it can count every device the workload's claims ask

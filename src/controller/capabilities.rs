@@ -8,10 +8,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::core::ApiResource;
-use tokio::sync::OnceCell;
+use tokio::sync::{Mutex, OnceCell};
 
 use super::snapshot::Probes;
 use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
+use crate::logic::build::{Allocator, VERSION_RECHECK};
 use crate::logic::fence::{self, Allowed};
 use crate::logic::validate::ValidatedConfig;
 
@@ -19,8 +20,12 @@ use crate::logic::validate::ValidatedConfig;
 pub struct Capabilities {
     extended_resources: OnceCell<bool>,
     informational_taints: OnceCell<bool>,
+    /// The server's allocator as read from its version, and when.
+    allocator: Mutex<Option<(std::time::Instant, Allocator)>>,
     /// A judgement that is never read again (the reconcile tests' world, which has no admission objects).
     fixed_fence: Option<Result<Allowed, String>>,
+    /// An allocator that is never read again (the reconcile tests' world, which serves no `/version`).
+    fixed_allocator: Option<Allocator>,
 }
 
 /// How soon a config whose plugin is unfenced looks again: admission objects are read by name, not watched, so a
@@ -41,7 +46,26 @@ impl Capabilities {
             return Ok(Probes { fence, ..Probes::default() });
         };
         let unsupported = self.missing(client, taint_rules, &validated.spec).await?;
-        Ok(Probes { fence, unsupported })
+        let allocator = self.allocator(client).await?;
+        Ok(Probes { fence, unsupported, allocator })
+    }
+
+    /// The server's allocator, from its `/version` (read again after `VERSION_RECHECK`). A minor this build cannot
+    /// read is taken for the older allocator, whose template form every supported server allocates.
+    async fn allocator(&self, client: &Client) -> Result<Allocator, kube::Error> {
+        if let Some(fixed) = self.fixed_allocator {
+            return Ok(fixed);
+        }
+        let mut held = self.allocator.lock().await;
+        if let Some((read, allocator)) = *held
+            && read.elapsed() < VERSION_RECHECK
+        {
+            return Ok(allocator);
+        }
+        let version = client.apiserver_version().await?;
+        let allocator = Allocator::of_version(&version.minor).unwrap_or_default();
+        *held = Some((std::time::Instant::now(), allocator));
+        Ok(allocator)
     }
 
     /// Why the server cannot serve `spec` (one line naming the field), or `None` when it can. `taint_rules` is the
@@ -86,10 +110,10 @@ impl Capabilities {
 }
 
 impl Capabilities {
-    /// Capabilities whose fences are judged once and for all: `verdict`.
+    /// Capabilities whose fences are judged once and for all, `verdict`, on a server whose scheduler is `allocator`.
     #[cfg(test)]
-    pub fn with_fence(verdict: Result<Allowed, String>) -> Self {
-        Capabilities { fixed_fence: Some(verdict), ..Capabilities::default() }
+    pub fn fixed(verdict: Result<Allowed, String>, allocator: Allocator) -> Self {
+        Capabilities { fixed_fence: Some(verdict), fixed_allocator: Some(allocator), ..Capabilities::default() }
     }
 
     /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence`), and then what the install

@@ -15,8 +15,9 @@ use super::plan::{Driver, Plan};
 use crate::api::{DriverStatus, ProfileStatus, TeamStatus, TeamSummary, TemplateCapacity};
 use crate::cluster::taint_rule::KIND as TAINT_RULE;
 use crate::logic::build::kueue::admission::kueue_admission;
+use crate::logic::build::{OwnClasses, resource_claim_template};
 use crate::logic::status::{Observation, Rollout, Validity};
-use crate::logic::teams::{Amount, Budget};
+use crate::logic::teams::{Amount, Budget, template_request};
 
 /// What the caches show, once the act is done, of the objects it may just have written and whose status the
 /// config reports: the plugin's DaemonSet (its rollout) and the teams' ResourceQuotas (their use), in the plan's
@@ -109,8 +110,24 @@ pub fn observation(
                 .iter()
                 .filter(|ns| templates.iter().all(|t| in_place.contains(&format!("{ns}/{t}"))))
                 .count();
-            let kueue = Some(kueue_admission(config, &profile));
-            ProfileStatus { name: profile, templates, namespaces: complete as i64, capacity: Vec::new(), kueue }
+            let kueue = Some(kueue_admission(config, &profile, plan.allocator));
+            // Counts and modes are the same in every namespace and for either shape of the classes.
+            let class = &config.spec.device_class_name;
+            let requests = config
+                .claims
+                .iter()
+                .filter(|claim| claim.profile == profile)
+                .map(|claim| resource_claim_template(config, claim, "", OwnClasses::BOTH, plan.allocator))
+                .map(|template| template_request(&template, class))
+                .collect();
+            ProfileStatus {
+                name: profile,
+                templates,
+                namespaces: complete as i64,
+                capacity: Vec::new(),
+                kueue,
+                requests,
+            }
         })
         .collect();
     let in_place_namespaces: BTreeSet<&str> =

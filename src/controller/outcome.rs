@@ -18,6 +18,7 @@ use super::observe::{self, AfterAct};
 use super::plan::{Driver, Plan, Refusal, Step};
 use super::snapshot::Snapshot;
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus, TemplateCapacity};
+use crate::logic::build::{Allocator, VERSION_RECHECK, changes_with_the_allocator};
 use crate::logic::status::{self, ConditionType, Reason, Validity, condition_reason};
 use crate::logic::validate::ValidatedConfig;
 
@@ -160,7 +161,10 @@ pub fn step(plan: &Plan, driver: Driver) -> Option<&Step> {
 /// clearFor, and a fence restored (admission objects are read by name).
 fn recheck(plan: &Plan, driver: Driver, step: Option<&Step>) -> Option<Duration> {
     let fence = (driver == Driver::Unfenced).then_some(FENCE_RECHECK);
-    [step.and_then(|s| s.recheck), plan.remediation.recheck(), fence].into_iter().flatten().min()
+    // Templates shaped for an older scheduler change form once the server is upgraded, which no event announces.
+    let older = plan.allocator == Allocator::Orderings;
+    let version = (older && changes_with_the_allocator(&plan.config)).then_some(VERSION_RECHECK);
+    [step.and_then(|s| s.recheck), plan.remediation.recheck(), fence, version].into_iter().flatten().min()
 }
 
 /// One line per template that claims from a DeviceClass this cluster lacks: the EFA driver's, for `efa: true`.

@@ -16,7 +16,7 @@ use super::validations::Validations;
 use crate::api::labels::{LABEL_CONFIG, ours};
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
-use crate::logic::build::{EFA_DEVICE_CLASS, plugin_name};
+use crate::logic::build::{Allocator, EFA_DEVICE_CLASS, plugin_name};
 use crate::logic::fence::Allowed;
 use crate::logic::health;
 use crate::logic::nodes::NodeFilter;
@@ -64,12 +64,14 @@ pub struct Probes {
     pub fence: Result<Allowed, String>,
     /// Why this server cannot serve the spec (one line naming the field), if it cannot.
     pub unsupported: Option<String>,
+    /// How this server's scheduler searches for devices, which decides the templates' form (`whole_node`).
+    pub allocator: Allocator,
 }
 
 /// Fences in place that allow any driver, a server that serves everything: the unit tests' world.
 impl Default for Probes {
     fn default() -> Self {
-        Probes { fence: Ok(Allowed::default()), unsupported: None }
+        Probes { fence: Ok(Allowed::default()), unsupported: None, allocator: Allocator::default() }
     }
 }
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
 
-use crate::api::{TeamNodeEntries, TeamRoom, TeamStatus, TeamSummary, TemplateCapacity};
+use crate::api::{TeamNodeEntries, TeamRoom, TeamStatus, TeamSummary, TemplateCapacity, TemplateRequest};
 use crate::logic::build::{device_quota_key, ultra_server_node_class_name};
 use crate::logic::catalog::ULTRA_SERVER_NODE_DEVICES;
 use crate::logic::health::MAX_LISTED;
@@ -45,6 +45,22 @@ pub fn charge(template: &ResourceClaimTemplate, class: &str) -> i64 {
             exact + alternatives
         })
         .sum()
+}
+
+/// How `template` asks for its devices (the allocation mode of its first request, or of that request's preferred
+/// alternative) and what one claim of it is charged in devices (`class` is the config's DeviceClass).
+pub fn template_request(template: &ResourceClaimTemplate, class: &str) -> TemplateRequest {
+    let first = template.spec.spec.devices.as_ref().and_then(|d| d.requests.as_ref()?.first());
+    let mode = first.and_then(|r| match (&r.exactly, &r.first_available) {
+        (Some(exactly), _) => exactly.allocation_mode.clone(),
+        (None, Some(alternatives)) => alternatives.first()?.allocation_mode.clone(),
+        (None, None) => None,
+    });
+    TemplateRequest {
+        template: template.name_any(),
+        allocation_mode: mode.unwrap_or_else(|| "ExactCount".to_string()),
+        charge: Amount::charge(template, class).in_devices(),
+    }
 }
 
 /// Figures on a budget's two quota keys: devices of the config's DeviceClass, and UltraServer node entries.

@@ -23,7 +23,7 @@ use super::snapshot::{Probes, Snapshot};
 use super::validations::Checked;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
-use crate::logic::build::{self, Allowance, Desired, OwnClasses};
+use crate::logic::build::{self, Allocator, Allowance, Desired, OwnClasses};
 use crate::logic::conflict::{self, Claimant, Conflicts};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
@@ -78,6 +78,8 @@ pub struct Plan {
     /// The config's DeviceTaintRules as cached when the plan was made, by name.
     pub taint_rules: Vec<Arc<TaintRuleView>>,
     pub remediation: Remediation,
+    /// The server's allocator the templates are shaped for.
+    pub allocator: Allocator,
 }
 
 impl Plan {
@@ -89,7 +91,8 @@ impl Plan {
         let conflicts = conflicts_of(config, &validated, snapshot);
         let budgets = quota_budgets(&validated, snapshot);
         let own = own_classes(&validated, snapshot);
-        let mut desired = build::build_with(&validated, &namespaces, own).with_quotas(&validated, &budgets);
+        let allocator = snapshot.probes.allocator;
+        let mut desired = build::build_with(&validated, &namespaces, own, allocator).with_quotas(&validated, &budgets);
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
             .into_iter()
             .partition(|t| conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
@@ -138,6 +141,7 @@ impl Plan {
             rollout,
             taint_rules,
             remediation,
+            allocator,
         })
     }
 

@@ -60,6 +60,8 @@ pub struct World {
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
     /// The plugin's fences as judged (in place unless a test says otherwise).
     pub fence: Option<String>,
+    /// The server's scheduler (default: the older, which searches orderings).
+    pub allocator: crate::logic::build::Allocator,
     pub device_classes: Vec<DeviceClass>,
     /// DeviceClasses another tool made: in no owned cache, only among every class's metadata.
     pub foreign_device_classes: Vec<DeviceClass>,
@@ -116,7 +118,8 @@ impl World {
     /// The snapshot a reconcile would take of this world.
     pub fn snapshot(&self) -> crate::controller::snapshot::Snapshot {
         let taint_rules = self.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource());
-        crate::controller::snapshot::Snapshot::new(&self.stores(), taint_rules)
+        let probes = crate::controller::snapshot::Probes { allocator: self.allocator, ..Default::default() };
+        crate::controller::snapshot::Snapshot::new(&self.stores(), taint_rules).with_probes(probes)
     }
 
     pub fn stores(&self) -> Stores {
@@ -241,10 +244,13 @@ impl Fixture {
             stores: world.stores(),
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
-            capabilities: crate::controller::capabilities::Capabilities::with_fence(match &world.fence {
-                None => Ok(Default::default()),
-                Some(problem) => Err(problem.clone()),
-            }),
+            capabilities: crate::controller::capabilities::Capabilities::fixed(
+                match &world.fence {
+                    None => Ok(Default::default()),
+                    Some(problem) => Err(problem.clone()),
+                },
+                world.allocator,
+            ),
             taint_rules: world.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource()),
             memory: Default::default(),
             // The fixture's caches are filled before the reconcile runs.

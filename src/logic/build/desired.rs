@@ -9,6 +9,7 @@ use super::device_class::{device_class, extended_resource_class, ultra_server_no
 use super::driver::{cluster_role_binding, daemon_set, namespace, service_account};
 use super::quotas::{Allowance, resource_quota};
 use super::templates::{OwnClasses, resource_claim_template};
+use super::whole_node::Allocator;
 use crate::logic::validate::ValidatedConfig;
 
 /// Everything one config asks for (`in_order` gives the apply order).
@@ -31,19 +32,22 @@ pub struct Desired {
 }
 
 /// Builds every object for `config`, with templates in each of `namespaces` and no budgets (`with_quotas` adds them),
-/// its DeviceClasses the ones the templates name (`build_with` for a cluster where they may be another tool's).
+/// its DeviceClasses the ones the templates name, the templates in the form every supported server allocates quickly
+/// (`build_with` for a cluster where the classes may be another tool's, or whose scheduler is known).
 pub fn build(config: &ValidatedConfig, namespaces: &[String]) -> Desired {
-    build_with(config, namespaces, OwnClasses::BOTH)
+    build_with(config, namespaces, OwnClasses::BOTH, Allocator::default())
 }
 
-/// `build`, the templates shaped for the classes `own` says are the operator's.
-pub fn build_with(config: &ValidatedConfig, namespaces: &[String], own: OwnClasses) -> Desired {
+/// `build`, the templates shaped for the classes `own` says are the operator's and for the server's `allocator`.
+pub fn build_with(config: &ValidatedConfig, namespaces: &[String], own: OwnClasses, allocator: Allocator) -> Desired {
     let mut namespaces: Vec<&String> = namespaces.iter().collect();
     namespaces.sort();
     namespaces.dedup();
     let templates = namespaces
         .into_iter()
-        .flat_map(|ns| config.claims.iter().map(move |claim| resource_claim_template(config, claim, ns, own)))
+        .flat_map(|ns| {
+            config.claims.iter().map(move |claim| resource_claim_template(config, claim, ns, own, allocator))
+        })
         .collect();
     Desired {
         namespace: namespace(config),

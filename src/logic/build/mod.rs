@@ -9,6 +9,7 @@ mod meta;
 mod order;
 mod quotas;
 mod templates;
+mod whole_node;
 
 pub use desired::{Desired, build, build_with};
 pub use device_class::{
@@ -23,6 +24,7 @@ pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, OwnClasses, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,
 };
+pub use whole_node::{Allocator, VERSION_RECHECK, WholeNode, changes_with_the_allocator, whole_node};
 
 #[cfg(test)]
 mod tests;

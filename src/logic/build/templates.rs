@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::device_class::{NEURON_DEVICE, NEURON_DRIVER, NEURON_NODE, ultra_server_node_class_name};
 use super::meta::{owned_meta, short_hash};
+use super::whole_node::{Allocator, whole_node};
 use crate::api::labels::{ANNOTATION_SPEC_HASH, LABEL_CLAIM_TEMPLATE, LABEL_CONFIG, LABEL_PROFILE};
 use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count, ValidatedConfig};
 
@@ -62,18 +63,25 @@ pub fn resource_claim_template(
     claim: &ClaimSpec,
     namespace: &str,
     own: OwnClasses,
+    allocator: Allocator,
 ) -> ResourceClaimTemplate {
-    let spec = template_spec(config, claim, own);
+    let spec = template_spec(config, claim, own, allocator);
     let mut metadata = owned_meta(config, &claim.template, Some(namespace));
     metadata.labels.get_or_insert_with(BTreeMap::new).insert(LABEL_PROFILE.into(), claim.profile.clone());
     metadata.annotations = Some(BTreeMap::from([(ANNOTATION_SPEC_HASH.to_string(), short_hash(&spec))]));
     ResourceClaimTemplate { metadata, spec }
 }
 
-/// The template's spec: labels for the claims made from it, requests, constraints and opaque config for one claim.
-pub fn template_spec(owner: &ValidatedConfig, claim: &ClaimSpec, own: OwnClasses) -> ResourceClaimTemplateSpec {
+/// The template's spec: labels for the claims made from it, requests, constraints and opaque config for one claim,
+/// in the form the server's scheduler (`allocator`) allocates quickly.
+pub fn template_spec(
+    owner: &ValidatedConfig,
+    claim: &ClaimSpec,
+    own: OwnClasses,
+    allocator: Allocator,
+) -> ResourceClaimTemplateSpec {
     let device_class = owner.spec.device_class_name.as_str();
-    let mut devices = Devices::default();
+    let mut devices = Devices { allocator, ..Devices::default() };
     match claim.choices.as_slice() {
         [only] => devices.exactly(only, device_class, own),
         choices => devices.first_available(choices, device_class, own),
@@ -100,6 +108,7 @@ pub fn template_spec(owner: &ValidatedConfig, claim: &ClaimSpec, own: OwnClasses
 /// The parts of a claim's `devices` being built.
 #[derive(Default)]
 struct Devices {
+    allocator: Allocator,
     requests: Vec<DeviceRequest>,
     constraints: Vec<DeviceConstraint>,
     config: Vec<DeviceClaimConfiguration>,
@@ -110,13 +119,15 @@ impl Devices {
     fn exactly(&mut self, choice: &Choice, device_class: &str, own: OwnClasses) {
         match &choice.kind {
             ClaimKind::Devices { count, efa } => {
-                let selectors = neuron_selectors(choice, own.device_type());
+                let (asked, selectors) = self.neurons(choice, *count, 0, own);
                 // `neurons` before `efa`: the scheduler fills requests in order, and with the EFAs first it stalled on
                 // nodes whose group had free EFAs but a device in use (docs/decisions.md, "Template shape").
-                self.requests.push(exact_request(REQUEST_NEURONS, device_class, *count, selectors));
+                self.requests.push(exact_request(REQUEST_NEURONS, device_class, asked, selectors));
                 let mut aligned = vec![REQUEST_NEURONS.to_string()];
                 if let Some(efa_count) = efa {
-                    self.requests.push(exact_request(REQUEST_EFA, EFA_DEVICE_CLASS, *efa_count, Vec::new()));
+                    // With every device of a node, every EFA interface of it, asked for the same way.
+                    let efa_count = if asked == Count::All { Count::All } else { *efa_count };
+                    self.requests.push(exact_request(REQUEST_EFA, EFA_DEVICE_CLASS, efa_count, Vec::new()));
                     aligned.push(REQUEST_EFA.to_string());
                 }
                 if let Some(group) = device_group(*count, efa.is_some()) {
@@ -147,13 +158,14 @@ impl Devices {
                 unreachable!("validation refuses fallbacks with EFA or ultraServerNodes")
             };
             let name = subrequest_name(rank);
-            let (allocation_mode, exact) = allocation(count);
+            let (asked, selectors) = self.neurons(choice, count, rank, own);
+            let (allocation_mode, exact) = allocation(asked);
             subrequests.push(DeviceSubRequest {
                 name: name.clone(),
                 device_class_name: device_class.into(),
                 allocation_mode,
                 count: exact,
-                selectors: cel_selectors(neuron_selectors(choice, own.device_type())),
+                selectors: cel_selectors(selectors),
                 ..DeviceSubRequest::default()
             });
             let reference = format!("{REQUEST_NEURONS}/{name}");
@@ -167,6 +179,21 @@ impl Devices {
             first_available: Some(subrequests),
             ..DeviceRequest::default()
         });
+    }
+
+    /// How `count` devices of `choice` (at `rank` among the claim's choices) are asked for, and the selectors: an
+    /// exact count, or `All` kept to the instance types it is every device of, where this server would search too
+    /// long for an exact count of them (`whole_node`).
+    fn neurons(&self, choice: &Choice, count: Count, rank: usize, own: OwnClasses) -> (Count, Vec<String>) {
+        let mut selectors = neuron_selectors(choice, own.device_type());
+        let Count::Exactly(n) = count else { return (count, selectors) };
+        match whole_node(choice, n, rank, self.allocator) {
+            Some(whole) => {
+                selectors.extend(whole.selector);
+                (Count::All, selectors)
+            }
+            None => (count, selectors),
+        }
     }
 
     /// The `NeuronConfig` for `request` (a request or `request/subrequest`) when the choice sets LNC.

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::cli::parse_config;
+use crate::logic::build::Allocator;
 use crate::logic::validate::validate;
 
 fn config(spec: Value) -> ValidatedConfig {
@@ -181,7 +182,7 @@ fn says_per_profile_whether_kueue_can_count_its_templates() {
         {"name": "elastic", "training": {"devices": 16, "fallbacks": [{"devices": 8}]}},
         {"name": "efa", "training": {"devices": 4, "efa": true}},
     ]}));
-    let verdict = |profile: &str| admission::kueue_admission(&config, profile);
+    let verdict = |profile: &str| admission::kueue_admission(&config, profile, Allocator::Combinations);
     // Selectors, constraints and opaque config: Kueue 0.19 counts them.
     assert_eq!(verdict("quad"), crate::api::KueueAdmission { admissible: true, reason: None });
     let reason = |profile: &str| {
@@ -205,4 +206,21 @@ fn says_per_profile_whether_kueue_can_count_its_templates() {
         reason("efa"),
         "template efa: request efa asks for DeviceClass efa.networking.k8s.aws, which the Kueue Configuration does not map"
     );
+}
+
+/// Before 1.36 every device of a node is `All` even where the profile gives the count: Kueue cannot count it, and
+/// the advice is not the count it would be compiled away from.
+#[test]
+fn before_1_36_a_whole_node_is_all_and_kueue_is_told_so() {
+    let config = config(json!({"profiles": [
+        {"name": "node16", "training": {"instanceType": "trn2.48xlarge", "devices": 16}},
+        {"name": "quad", "training": {"devices": 4}},
+    ]}));
+    let verdict = |profile: &str| admission::kueue_admission(&config, profile, Allocator::Orderings);
+    assert!(verdict("quad").admissible);
+    let node16 = verdict("node16");
+    assert!(!node16.admissible);
+    let reason = node16.reason.unwrap();
+    assert!(reason.contains("(allocationMode All), which Kueue cannot count; before Kubernetes 1.36"), "{reason}");
+    assert!(admission::kueue_admission(&config, "node16", Allocator::Combinations).admissible);
 }

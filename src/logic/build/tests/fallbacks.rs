@@ -7,14 +7,19 @@ use crate::api::{DNS_LABEL, MAX_FALLBACKS};
 use crate::cli::parse_config;
 use crate::logic::validate::validate;
 
-/// The `devices` of every template `profiles` compile to, as JSON, by template name.
+/// The `devices` of every template `profiles` compile to for a server that searches combinations, as JSON, by
+/// template name.
 fn compiled(profiles: Value) -> Vec<(String, Value)> {
+    compiled_for(profiles, Allocator::Combinations)
+}
+
+fn compiled_for(profiles: Value, allocator: Allocator) -> Vec<(String, Value)> {
     let doc = json!({
         "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
         "metadata": {"name": "pool"}, "spec": {"profiles": profiles},
     });
     let config = validate(&parse_config(&doc.to_string()).expect("parses")).expect("valid");
-    build(&config, &["team-a".to_string()])
+    build_with(&config, &["team-a".to_string()], OwnClasses::BOTH, allocator)
         .templates
         .iter()
         .map(|t| (t.metadata.name.clone().unwrap(), serde_json::to_value(&t.spec.spec.devices).unwrap()))
@@ -84,4 +89,30 @@ fn subrequest_names_are_distinct_dns_labels() {
     assert!(names.iter().all(|n| DNS_LABEL.is_match(n) && n.len() <= 63), "{names:?}");
     let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
     assert_eq!(distinct.len(), MAX_FALLBACKS + 1);
+}
+
+/// Before 1.36 the preferred choice, when it is every device of its type, is `All`, so that a node with one in use
+/// fails at once and the fallbacks are tried; a fallback keeps its count (an `All` after the first subrequest is
+/// allocated with the first one's data there), and so does the preferred choice on a newer server.
+#[test]
+fn before_1_36_a_whole_node_first_choice_is_all_and_its_fallbacks_keep_their_counts() {
+    let profiles = json!([{"name": "elastic", "training": {"instanceType": "trn2.48xlarge", "devices": 16, "fallbacks": [
+        {"devices": 8}, {"instanceType": "trn1.32xlarge", "devices": 16}]}}]);
+    let modes = |allocator| {
+        let (_, devices) = compiled_for(profiles.clone(), allocator).remove(0);
+        let subrequests = devices["requests"][0]["firstAvailable"].as_array().unwrap().clone();
+        subrequests.iter().map(|s| (s["allocationMode"].clone(), s["count"].clone())).collect::<Vec<_>>()
+    };
+    let (all, exact) = (json!("All"), json!("ExactCount"));
+    assert_eq!(
+        modes(Allocator::Orderings),
+        [(all, Value::Null), (exact.clone(), json!(8)), (exact.clone(), json!(16))],
+        "the group constraints stay: each request still names its devicegroup"
+    );
+    assert_eq!(
+        modes(Allocator::Combinations),
+        [(exact.clone(), json!(16)), (exact.clone(), json!(8)), (exact, json!(16))]
+    );
+    let (_, devices) = compiled_for(profiles, Allocator::Orderings).remove(0);
+    assert_eq!(devices["constraints"][0]["matchAttribute"], "resource.aws.com/devicegroup16_id");
 }

@@ -21,8 +21,10 @@ fn config_with(spec: Value) -> ValidatedConfig {
     validate(&parsed).expect("valid")
 }
 
+/// The templates as a server that searches combinations gets them: each count as the profile writes it
+/// (`whole_node.rs` has the form of every device of a node on an older server).
 fn templates(profiles: Value) -> Vec<ResourceClaimTemplate> {
-    build(&config(profiles), &["team-a".to_string()]).templates
+    build_with(&config(profiles), &["team-a".to_string()], OwnClasses::BOTH, Allocator::Combinations).templates
 }
 
 fn devices(template: &ResourceClaimTemplate) -> &DeviceClaim {
@@ -337,3 +339,31 @@ mod driver;
 mod fallbacks;
 mod shape;
 mod ultra_server;
+
+/// Before 1.36 every device of a node is `All`, EFA interfaces with it; a type the catalog knows no device count of,
+/// and a count below the node's, keep the count.
+#[test]
+fn before_1_36_every_device_of_a_node_is_all_with_every_efa() {
+    let on_orderings = |profiles: Value| {
+        build_with(&config(profiles), &["team-a".to_string()], OwnClasses::BOTH, Allocator::Orderings).templates
+    };
+    let t =
+        on_orderings(json!([{"name": "p", "training": {"instanceType": "trn2.48xlarge", "devices": 16, "efa": true}}]));
+    let (neurons, efa) =
+        (request(&t[0], "neurons").exactly.clone().unwrap(), request(&t[0], "efa").exactly.clone().unwrap());
+    assert_eq!((neurons.allocation_mode.as_deref(), neurons.count), (Some("All"), None));
+    assert_eq!((efa.allocation_mode.as_deref(), efa.count), (Some("All"), None));
+    assert_eq!(
+        selectors(request(&t[0], "neurons")),
+        ["device.attributes['neuron.aws.com'].instanceType == 'trn2.48xlarge'"]
+    );
+    let group = devices(&t[0]).constraints.clone().unwrap().remove(0);
+    assert_eq!(group.match_attribute.as_deref(), Some("resource.aws.com/devicegroup16_id"));
+    for kept in [
+        json!({"instanceType": "trn2.48xlarge", "devices": 8}),
+        json!({"instanceType": "trn3e.24xlarge", "devices": 16}),
+    ] {
+        let t = on_orderings(json!([{"name": "p", "training": kept}]));
+        assert_eq!(request(&t[0], "neurons").exactly.as_ref().unwrap().allocation_mode.as_deref(), Some("ExactCount"));
+    }
+}

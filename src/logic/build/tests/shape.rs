@@ -25,7 +25,7 @@ fn shaped(own: OwnClasses) -> Vec<Vec<Vec<String>>> {
     let expressions = |selectors: &Option<Vec<k8s_openapi::api::resource::v1::DeviceSelector>>| -> Vec<String> {
         selectors.iter().flatten().map(|s| s.cel.clone().unwrap().expression).collect()
     };
-    build_with(&config(profiles()), &["team-a".to_string()], own)
+    build_with(&config(profiles()), &["team-a".to_string()], own, Allocator::Combinations)
         .templates
         .iter()
         .map(|t| {
@@ -45,7 +45,7 @@ fn requests_of_the_operators_own_classes_leave_the_resource_type_to_the_class() 
     assert_eq!(shaped(OwnClasses::BOTH), [vec![vec![TRN2, DRIVER]], vec![vec![TRN2U]], vec![vec![], vec![TRN2]]]);
     assert_eq!(
         build(&config(profiles()), &["team-a".to_string()]),
-        build_with(&config(profiles()), &["team-a".to_string()], OwnClasses::BOTH),
+        build_with(&config(profiles()), &["team-a".to_string()], OwnClasses::BOTH, Allocator::default()),
         "build shapes the templates for the classes it builds"
     );
 }
@@ -78,7 +78,7 @@ fn each_class_decides_for_its_own_requests() {
 #[test]
 fn the_two_shapes_hash_apart() {
     let hash = |own| {
-        let desired = build_with(&config(profiles()), &["team-a".to_string()], own);
+        let desired = build_with(&config(profiles()), &["team-a".to_string()], own, Allocator::default());
         desired.templates[0].metadata.annotations.clone().unwrap()[ANNOTATION_SPEC_HASH].clone()
     };
     assert_ne!(hash(OwnClasses::BOTH), hash(OwnClasses::NEITHER));
