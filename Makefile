@@ -98,7 +98,7 @@ unit-test:
 ## what changed in DRA since then on the newest.
 KUBE_OLDEST := v1.34.4
 KUBE_NEWEST := v1.37.2
-NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test versions --test remediation \
+NEWEST_TESTS := --test apiserver --test controller --test health --test allocation --test busy_fleet --test versions --test remediation \
   --test samples --test quotas --test kueue --test least_privilege --test least_privilege_plugin \
   --test least_privilege_rbac --test unfenced
 ## The tests that run containers on the real nodes (ignored by a plain `cargo test`): all of them on the oldest

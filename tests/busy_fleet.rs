@@ -61,7 +61,8 @@ async fn templates(f: &Fleet, profiles: Value) -> String {
     let namespace = s.namespace("busy", &[]).await;
     let names: Vec<String> =
         profiles.as_array().unwrap().iter().flat_map(Promise::of_profile).map(|(t, _)| t).collect();
-    let spec = json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [namespace]}, "profiles": profiles});
+    let spec =
+        json!({"nodeSelector": f.node_selector(), "templates": {"namespaces": [namespace]}, "profiles": profiles});
     s.apply(&s.config(&s.id, spec)).await.unwrap();
     s.wait_templates(&namespace, &names.iter().map(String::as_str).collect::<Vec<_>>()).await;
     namespace
@@ -109,7 +110,9 @@ async fn bind_all(f: &Fleet, namespace: &str, template: &str, promise: &Promise)
 /// The form and charge `status.profiles[].requests` reports for `template`.
 async fn reported(f: &Fleet, template: &str) -> TemplateRequest {
     let status = f
-        .wait_status("the templates' form", |s| s.profiles.iter().any(|p| p.requests.iter().any(|r| r.template == template)))
+        .wait_status("the templates' form", |s| {
+            s.profiles.iter().any(|p| p.requests.iter().any(|r| r.template == template))
+        })
         .await;
     status.profiles.iter().flat_map(|p| p.requests.iter()).find(|r| r.template == template).unwrap().clone()
 }
@@ -119,7 +122,8 @@ async fn reported(f: &Fleet, template: &str) -> TemplateRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_device_in_use_on_every_node_fallbacks_bind_to_their_smaller_choice() {
     let f = Fleet::start("busy-all", &[(TYPE, NODES)]).await;
-    let profiles = json!([{"name": "elastic", "training": {"devices": 16, "fallbacks": [{"devices": 8}, {"devices": 4}]}}]);
+    let profiles =
+        json!([{"name": "elastic", "training": {"devices": 16, "fallbacks": [{"devices": 8}, {"devices": 4}]}}]);
     let namespace = templates(&f, profiles.clone()).await;
     hold_one_device(&f, &namespace, NODES).await;
     let promise = Promise::of_profile(&profiles[0]).remove(0).1;
