@@ -29,7 +29,7 @@ fn selectors(instance_type: &str) -> Value {
 #[test]
 fn each_choice_is_a_subrequest_with_its_own_selectors_count_constraint_and_config() {
     let t = compiled(json!([{"name": "pretrain", "training": {
-        "instanceType": "trn2.48xlarge", "devices": 16, "logicalNeuronCore": 2,
+        "instanceType": "trn2.48xlarge", "devices": 16, "logicalNeuronCore": 2, "allowLncChange": true,
         "fallbacks": [
             {"instanceType": "trn2.48xlarge", "devices": 8, "logicalNeuronCore": 1},
             {"instanceType": "trn1.32xlarge", "devices": "All", "neuronDriverVersion": "2.25.4.0"},
