@@ -208,7 +208,7 @@ async fn a_full_first_choice_falls_back_and_the_fallback_keeps_its_promise() {
     let client = &f.scenario.client;
     let trn2 = "trn2.48xlarge";
     let profiles = json!([
-        {"name": "pretrain", "training": {"instanceType": trn2, "devices": 16, "logicalNeuronCore": 2, "fallbacks": [
+        {"name": "pretrain", "training": {"instanceType": trn2, "devices": 16, "logicalNeuronCore": 2, "allowLncChange": true, "fallbacks": [
             {"instanceType": trn2, "devices": 8, "logicalNeuronCore": 1},
             {"instanceType": "trn1.32xlarge", "devices": 16},
         ]}},

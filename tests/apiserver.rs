@@ -114,7 +114,7 @@ async fn a_valid_config_round_trips_without_pruning() {
     document["spec"]["driver"]["updateStrategy"] = json!({"maxUnavailable": "10%", "maxSurge": 0});
     document["spec"]["paused"] = json!(true);
     document["spec"]["profiles"].as_array_mut().unwrap().push(json!({"name": "elastic", "training": {
-        "instanceType": "trn2.48xlarge", "devices": 16,
+        "instanceType": "trn2.48xlarge", "devices": 16, "allowLncChange": true,
         "fallbacks": [
             {"instanceType": "trn1.32xlarge", "devices": 16, "neuronDriverVersion": "2.25.4.0"},
             {"devices": 8, "logicalNeuronCore": 1},

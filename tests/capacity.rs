@@ -69,7 +69,7 @@ async fn available_is_what_the_scheduler_can_place() {
             "prefill": {"instanceType": trn2, "devices": 8, "efa": true, "logicalNeuronCore": 2},
             "decode": {"instanceType": trn2, "devices": 4},
         }},
-        {"name": "elastic", "training": {"instanceType": trn2, "devices": 8, "fallbacks": [
+        {"name": "elastic", "training": {"instanceType": trn2, "devices": 8, "allowLncChange": true, "fallbacks": [
             {"instanceType": trn2, "devices": 4}, {"instanceType": "trn1.32xlarge", "devices": 4},
         ]}},
     ]);

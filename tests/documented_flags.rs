@@ -41,6 +41,7 @@ const FOREIGN_FLAGS: &[(&str, &str)] = &[
     ("--kubelet-client-key", "kube-apiserver"),
     ("--kubelet-preferred-address-types", "kube-apiserver"),
     ("--logical-nc-config", "neuronx-cc"),
+    ("--master-port", "torchrun"),
     ("--nproc-per-node", "torchrun"),
     ("--prefix", "the stand-in plugin's image build"),
     ("--profiling", "kube-scheduler"),

@@ -117,7 +117,7 @@ fn budgets_render_as_resource_quotas_for_the_namespaces_they_name() {
 fn fallbacks_render_as_first_available_subrequests() {
     let file = write_temp(
         "fallbacks.yaml",
-        "apiVersion: neurondra.io/v1alpha1\nkind: NeuronDRAConfig\nmetadata: {name: x}\nspec:\n  templates: {namespaces: [team-a]}\n  profiles:\n  - name: pretrain\n    training:\n      instanceType: trn2.48xlarge\n      devices: 16\n      fallbacks: [{instanceType: trn1.32xlarge, devices: 16}]\n",
+        "apiVersion: neurondra.io/v1alpha1\nkind: NeuronDRAConfig\nmetadata: {name: x}\nspec:\n  templates: {namespaces: [team-a]}\n  profiles:\n  - name: pretrain\n    training:\n      instanceType: trn2.48xlarge\n      devices: 16\n      allowLncChange: true\n      fallbacks: [{instanceType: trn1.32xlarge, devices: 16}]\n",
     );
     let out = run(&["render", "-f", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -63,7 +63,7 @@ impl Own<'_> {
                 self.pod_spec(&mut template["leaderTemplate"]["spec"]);
                 self.pod_spec(&mut template["workerTemplate"]["spec"]);
             }
-            "Service" => {}
+            "Service" | "PersistentVolumeClaim" => {}
             other => panic!("no example of kind {other}"),
         }
         object
@@ -158,12 +158,34 @@ async fn the_samples_work_together_and_every_example_is_scheduled_in_its_pool() 
     let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(s.client.clone(), &training);
     // The Job's headless Service first: its pods' subdomain (their rendezvous names, docs/workloads.md).
     let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(s.client.clone(), &training);
+    // Its shared claim: the local cluster has no storage provisioner (nor the volume binder), so the test makes the
+    // volume the claim binds to (its class, size and access modes) and binds them as the binder would: a statically
+    // provisioned shared file system.
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = Api::namespaced(s.client.clone(), &training);
+    let volumes: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(s.client.clone());
+    let mut volume_names = Vec::new();
     for object in example("training-job.yaml") {
         match object["kind"].as_str().unwrap() {
             "Service" => drop(apply(&services, &own.workload(object)).await),
+            "PersistentVolumeClaim" => {
+                let mut claim = own.workload(object);
+                let name = format!("{}-{}", s.id, claim["metadata"]["name"].as_str().unwrap());
+                claim["spec"]["volumeName"] = json!(name);
+                claim["metadata"]["annotations"] = json!({"pv.kubernetes.io/bind-completed": "yes"});
+                let volume = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+                    "spec": {"capacity": claim["spec"]["resources"]["requests"],
+                        "accessModes": claim["spec"]["accessModes"],
+                        "storageClassName": claim["spec"]["storageClassName"],
+                        "hostPath": {"path": "/tmp/neuron-dra-samples"},
+                        "claimRef": {"namespace": claim["metadata"]["namespace"], "name": claim["metadata"]["name"]}}});
+                apply(&volumes, &volume).await;
+                apply(&claims, &claim).await;
+                volume_names.push(name);
+            }
             _ => drop(apply(&jobs, &own.workload(object)).await),
         }
     }
+    assert_eq!(volume_names.len(), 1, "the Job's shared claim");
     let pods: Api<Pod> = Api::namespaced(s.client.clone(), &training);
     let job_pods = eventually(support::scenario::TIMEOUT, "the Job's two pods", || async {
         let list = pods.list(&ListParams::default().labels("job-name=pretrain")).await.ok()?.items;
@@ -237,6 +259,10 @@ async fn the_samples_work_together_and_every_example_is_scheduled_in_its_pool() 
     assert_eq!(node_label(&leader, &topology), node_label(&worker, &topology), "one UltraServer pair");
 
     jobs.delete("pretrain", &DeleteParams::background()).await.unwrap();
+    claims.delete("pretrain-data", &DeleteParams::background()).await.unwrap();
+    for name in &volume_names {
+        volumes.delete(name, &DeleteParams::background()).await.unwrap();
+    }
     for (namespace, name) in [
         (&training, "finetune"),
         (&serving, "serve-prefill"),

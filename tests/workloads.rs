@@ -2,8 +2,12 @@
 //! claim is launched as wide as the claim is (`--nproc-per-node` or `--tensor-parallel-size` equal to the NeuronCores
 //! the template gives, computed from the template the operator compiles from the samples), has CPU and memory
 //! requests and a memory-backed /dev/shm, and the multi-node Job has a real rendezvous (a headless Service as its
-//! pods' subdomain, torchrun's node rank from the completion index, the index-0 pod as master). tests/samples.rs
-//! applies the same files on the local control plane and checks that the scheduler places every pod.
+//! pods' subdomain, torchrun's node rank from the completion index, the index-0 pod as master). Against the tables of
+//! docs/workloads.md (from AWS's published examples): the EFA environment of every multi-node container, EFA and the
+//! KV-cache transfer's environment on both disaggregated sides, the ports, the compile-cache and checkpoint volumes;
+//! and every sample template keeps one LNC across its fallbacks. tests/samples.rs applies the same files on the local
+//! control plane and checks that the scheduler places every pod; tests/real_node_workloads.rs runs pod.yaml's launch
+//! line on the real node.
 
 mod support {
     pub mod cluster;
@@ -148,4 +152,167 @@ fn the_training_job_has_a_real_rendezvous() {
     let port = service["spec"]["ports"][0]["port"].as_u64().unwrap();
     assert_eq!(flag("--master-addr"), format!("{name}-0.{}", service["metadata"]["name"].as_str().unwrap()));
     assert_eq!(flag("--master-port"), port.to_string());
+}
+
+/// The rows of the first table under `heading` in docs/workloads.md: each cell with its backticks, as written.
+fn guide_table(heading: &str) -> Vec<Vec<String>> {
+    let guide = read("docs/workloads.md");
+    let start = guide.find(&format!("{heading}\n")).unwrap_or_else(|| panic!("docs/workloads.md lacks {heading}"));
+    let section = guide[start + heading.len()..].split("\n#").next().unwrap();
+    let rows = section.lines().filter(|l| l.starts_with("| `"));
+    rows.map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect()).collect()
+}
+
+/// The backticked words of a cell: `` `5559` (prefill), `5659` (decode) `` gives 5559 and 5659.
+fn ticked(cell: &str) -> Vec<String> {
+    cell.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+/// A container's environment as written (`value` only).
+fn env(container: &Value) -> BTreeMap<String, String> {
+    let vars = container["env"].as_array().into_iter().flatten();
+    vars.filter_map(|e| Some((e["name"].as_str()?.to_string(), e["value"].as_str()?.to_string()))).collect()
+}
+
+/// Whether a pod spec's claims come from templates with an EFA request (their devices, from the samples).
+fn claims_efa(namespace: &str, spec: &Value, templates: &BTreeMap<(String, String), Value>) -> bool {
+    let claims = spec["resourceClaims"].as_array().into_iter().flatten();
+    let names = claims.filter_map(|c| c["resourceClaimTemplateName"].as_str());
+    names.into_iter().any(|t| {
+        let devices = &templates[&(namespace.to_string(), t.to_string())];
+        let requests = devices["requests"].as_array().into_iter().flatten();
+        requests.into_iter().any(|r| r["exactly"]["deviceClassName"].as_str().is_some_and(|c| c.starts_with("efa.")))
+    })
+}
+
+/// docs/workloads.md's EFA environment, from AWS's multi-node example, is what every `torchrun` container on an EFA
+/// template sets; a container without EFA sets none of it (libfabric would look for interfaces it does not have).
+#[test]
+fn every_multi_node_container_sets_the_documented_efa_environment() {
+    let documented: BTreeMap<String, String> = guide_table("### The environment of a multi-node job")
+        .iter()
+        .map(|r| (ticked(&r[0])[0].clone(), ticked(&r[1])[0].clone()))
+        .collect();
+    assert_eq!(
+        documented.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["CCOM_SOCKET_IFNAME", "FI_EFA_FORK_SAFE", "FI_EFA_USE_DEVICE_RDMA", "FI_PROVIDER"]
+    );
+    let templates = sample_templates();
+    let mut checked = 0;
+    for (file, object, spec) in example_pods() {
+        let namespace = object["metadata"]["namespace"].as_str().unwrap();
+        let efa = claims_efa(namespace, &spec, &templates);
+        for container in spec["containers"].as_array().unwrap() {
+            let (set, torchrun) = (env(container), command_words(container).contains(&"torchrun"));
+            let what = format!("examples/{file} ({})", container["name"]);
+            if efa && torchrun {
+                for (name, value) in &documented {
+                    assert_eq!(set.get(name), Some(value), "{what}: {name}");
+                }
+                checked += 1;
+            } else if !efa {
+                assert!(documented.keys().all(|name| !set.contains_key(name)), "{what}: EFA variables without EFA");
+            }
+        }
+    }
+    assert_eq!(checked, 1, "the training Job's container");
+}
+
+/// Both sides of the disaggregated example claim EFA and set the documented KV-cache transfer environment, each at
+/// its own side-channel port, which it declares.
+#[test]
+fn both_disaggregated_sides_move_the_kv_cache_over_efa() {
+    let rows = guide_table("### Disaggregated serving over EFA");
+    let templates = sample_templates();
+    let pods: Vec<_> = example_pods().into_iter().filter(|(file, ..)| file == "disaggregated.yaml").collect();
+    assert_eq!(pods.len(), 2);
+    for (_, object, spec) in pods {
+        let what = object["metadata"]["name"].to_string();
+        assert!(claims_efa("ml-serving", &spec, &templates), "{what}: its template has no EFA request");
+        let container = &spec["containers"][0];
+        let set = env(container);
+        for row in &rows {
+            let (name, values) = (ticked(&row[0])[0].clone(), ticked(&row[1]));
+            let value = set.get(&name).unwrap_or_else(|| panic!("{what}: no {name}"));
+            assert!(values.contains(value), "{what}: {name}={value}, documented {values:?}");
+        }
+        let port: u64 = set["VLLM_NIXL_SIDE_CHANNEL_PORT"].parse().unwrap();
+        let ports = container["ports"].as_array().unwrap();
+        assert!(ports.iter().any(|p| p["containerPort"] == port), "{what}: side channel {port} not declared");
+    }
+}
+
+/// Every port an example declares is in docs/workloads.md's table of ports, and every row is declared.
+#[test]
+fn the_examples_ports_are_the_documented_ones() {
+    let mut documented = BTreeMap::<String, Vec<u64>>::new();
+    for row in guide_table("### Ports") {
+        let file = ticked(&row[0])[0].trim_start_matches("examples/").to_string();
+        documented.entry(file).or_default().extend(ticked(&row[1]).iter().map(|p| p.parse::<u64>().unwrap()));
+    }
+    let mut declared = BTreeMap::<String, Vec<u64>>::new();
+    for (file, _, spec) in example_pods() {
+        let containers = spec["containers"].as_array().unwrap().iter();
+        let ports = containers.flat_map(|c| c["ports"].as_array().into_iter().flatten());
+        declared.entry(file).or_default().extend(ports.map(|p| p["containerPort"].as_u64().unwrap()));
+    }
+    for ports in documented.values_mut().chain(declared.values_mut()) {
+        ports.sort();
+        ports.dedup();
+    }
+    declared.retain(|_, ports| !ports.is_empty());
+    assert_eq!(declared, documented);
+}
+
+/// The compile cache and the checkpoints outlive the container where AWS's examples keep them so: the training Job
+/// on its shared claim at /data (cache and output), the serving pods on a node-local volume at /cache.
+#[test]
+fn the_compile_cache_and_checkpoints_are_on_volumes() {
+    let objects = documents(&read("examples/training-job.yaml"));
+    let claim = objects.iter().find(|o| o["kind"] == "PersistentVolumeClaim").expect("a shared claim");
+    assert_eq!(claim["spec"]["accessModes"], json!(["ReadWriteMany"]), "both nodes mount it");
+    let job = objects.iter().find(|o| o["kind"] == "Job").unwrap();
+    let pod = &job["spec"]["template"]["spec"];
+    let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["persistentVolumeClaim"].is_object()).unwrap();
+    assert_eq!(volume["persistentVolumeClaim"]["claimName"], claim["metadata"]["name"]);
+    let train = &pod["containers"][0];
+    let mount = |name: &Value| {
+        let mounts = train["volumeMounts"].as_array().unwrap();
+        mounts.iter().find(|m| &m["name"] == name).map(|m| m["mountPath"].as_str().unwrap().to_string())
+    };
+    let data = mount(&volume["name"]).expect("the claim is mounted");
+    assert!(env(train)["NEURON_CC_FLAGS"].contains(&format!("--cache_dir={data}/")), "the compile cache on it");
+    assert!(command_words(train).iter().any(|w| w.contains(&format!("={data}/"))), "the output on it");
+    for (file, object, spec) in example_pods() {
+        if file != "disaggregated.yaml" {
+            continue;
+        }
+        let container = &spec["containers"][0];
+        let cache = spec["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "cache").expect("a cache volume");
+        assert!(cache["emptyDir"]["sizeLimit"].is_string(), "{}: a bounded cache", object["metadata"]["name"]);
+        let mounts = container["volumeMounts"].as_array().unwrap();
+        let path = mounts.iter().find(|m| m["name"] == "cache").unwrap()["mountPath"].as_str().unwrap();
+        assert!(env(container)["VLLM_CACHE_ROOT"].starts_with(path));
+    }
+}
+
+/// Every template the samples make keeps one Logical NeuronCore setting across its alternatives (the validation
+/// refuses a fallback that changes it unless marked, and no sample marks one).
+#[test]
+fn every_sample_template_keeps_its_lnc_across_fallbacks() {
+    for ((namespace, name), devices) in sample_templates() {
+        let requests = devices["requests"].as_array().unwrap();
+        let neurons = requests.iter().find(|r| r["name"] == "neurons").unwrap();
+        let alternatives: Vec<String> = match neurons["firstAvailable"].as_array() {
+            Some(subs) => subs.iter().map(|s| format!("neurons/{}", s["name"].as_str().unwrap())).collect(),
+            None => vec!["neurons".to_string()],
+        };
+        let lnc = |request: &String| {
+            let configs = devices["config"].as_array().into_iter().flatten();
+            let mut found = configs.filter(|c| c["requests"].as_array().unwrap().iter().any(|r| r == request));
+            found.find_map(|c| c["opaque"]["parameters"]["logicalNeuronCore"].as_u64())
+        };
+        let settings: std::collections::BTreeSet<Option<u64>> = alternatives.iter().map(lnc).collect();
+        assert_eq!(settings.len(), 1, "{namespace}/{name}: its alternatives run at {settings:?}");
+    }
 }

@@ -54,6 +54,7 @@ pub struct Profile {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Validate)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new(NO_FALLBACKS_WITH_EFA).message(FALLBACKS_WITH_EFA).field_path(".fallbacks"))]
+#[x_kube(validation = Rule::new(FALLBACKS_KEEP_LNC).message(FALLBACK_CHANGES_LNC).field_path(".fallbacks"))]
 pub struct DeviceRequest {
     /// EC2 instance type the devices must be on, for example `trn2.48xlarge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,6 +85,12 @@ pub struct DeviceRequest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[validate(length(max = 7), nested)]
     pub fallbacks: Vec<Fallback>,
+
+    /// Lets `fallbacks` run at another Logical NeuronCore setting than the request (say 8 devices at LNC=2, else 4
+    /// at LNC=1). Off by default: a model compiled for one LNC does not load at the other, so such a fallback is
+    /// refused unless the workload is built for both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_lnc_change: Option<bool>,
 }
 
 /// A long-context inference claim: a device request, or `ultraServerNodes` for an UltraServer.
@@ -93,6 +100,7 @@ pub struct DeviceRequest {
 #[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.efa) || !self.efa").message("must not be set with ultraServerNodes").field_path(".efa"))]
 #[x_kube(validation = Rule::new("!has(self.ultraServerNodes) || !has(self.fallbacks) || size(self.fallbacks) == 0").message("must not be set with ultraServerNodes").field_path(".fallbacks"))]
 #[x_kube(validation = Rule::new(NO_FALLBACKS_WITH_EFA).message(FALLBACKS_WITH_EFA).field_path(".fallbacks"))]
+#[x_kube(validation = Rule::new(FALLBACKS_KEEP_LNC).message(FALLBACK_CHANGES_LNC).field_path(".fallbacks"))]
 pub struct LongContextInference {
     /// EC2 instance type the devices must be on, for example `trn2.48xlarge` (or `trn2u.48xlarge` for an
     /// UltraServer).
@@ -131,6 +139,12 @@ pub struct LongContextInference {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[validate(length(max = 7), nested)]
     pub fallbacks: Vec<Fallback>,
+
+    /// Lets `fallbacks` run at another Logical NeuronCore setting than the request (say 8 devices at LNC=2, else 4
+    /// at LNC=1). Off by default: a model compiled for one LNC does not load at the other, so such a fallback is
+    /// refused unless the workload is built for both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_lnc_change: Option<bool>,
 }
 
 impl LongContextInference {
@@ -143,6 +157,7 @@ impl LongContextInference {
             neuron_driver_version: self.neuron_driver_version.clone(),
             efa: self.efa,
             fallbacks: self.fallbacks.clone(),
+            allow_lnc_change: self.allow_lnc_change,
         }
     }
 }
@@ -160,6 +175,18 @@ const NO_FALLBACKS_WITH_EFA: &str = "!has(self.fallbacks) || size(self.fallbacks
 /// cannot align it with each of them.
 pub const FALLBACKS_WITH_EFA: &str =
     "must not be set with efa (the EFA interfaces cannot be aligned with whichever alternative is chosen)";
+
+/// CEL for "every fallback runs at the request's Logical NeuronCore setting, unless `allowLncChange`". The
+/// setting a choice runs at: its `logicalNeuronCore`, else 1 on Trainium1 (`trn1*`, which has only LNC=1), else the
+/// driver's default 2; `validate::lnc` applies the same rule.
+const FALLBACKS_KEEP_LNC: &str = "(has(self.allowLncChange) && self.allowLncChange) || !has(self.fallbacks) || \
+     self.fallbacks.all(f, (has(f.logicalNeuronCore) ? f.logicalNeuronCore : \
+     (has(f.instanceType) && f.instanceType.startsWith('trn1') ? 1 : 2)) == \
+     (has(self.logicalNeuronCore) ? self.logicalNeuronCore : \
+     (has(self.instanceType) && self.instanceType.startsWith('trn1') ? 1 : 2)))";
+/// Why: a model compiled for one Logical NeuronCore setting does not load at another.
+pub const FALLBACK_CHANGES_LNC: &str = "a fallback must keep the request's Logical NeuronCore setting (a model \
+     compiled for one LNC does not load at another); set allowLncChange: true if the workload is built for both";
 
 /// One alternative to a request, as the request itself but without EFA: used when the request (and every
 /// fallback before this one) cannot be allocated on a node. It compiles to a `firstAvailable` subrequest with

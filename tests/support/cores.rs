@@ -75,9 +75,18 @@ pub fn command_words(container: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// How wide a container is launched: a fixed number, or the NeuronCores counted at start from
+/// `NEURON_RT_VISIBLE_CORES` (a shell variable as the flag's value, in a script that reads that variable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Width {
+    Fixed(u32),
+    Counted(String),
+}
+
 /// The width flags a container states, with their values (`--flag=N` or `--flag N`, in `command` and `args`).
-pub fn launch_width(container: &Value) -> Vec<(String, u32)> {
+pub fn launch_width(container: &Value) -> Vec<(String, Width)> {
     let words = command_words(container);
+    let counts = words.iter().any(|w| w.contains("NEURON_RT_VISIBLE_CORES"));
     let mut widths = Vec::new();
     for (i, word) in words.iter().enumerate() {
         for flag in WIDTH_FLAGS {
@@ -86,30 +95,28 @@ pub fn launch_width(container: &Value) -> Vec<(String, u32)> {
                 Some("") => words.get(i + 1).copied(),
                 _ => None,
             };
-            if let Some(value) = value {
-                let n = value.parse().unwrap_or_else(|_| panic!("{flag} {value}: not a number"));
-                widths.push((flag.to_string(), n));
-            }
+            let Some(value) = value else { continue };
+            let width = match value.parse() {
+                Ok(n) => Width::Fixed(n),
+                Err(_) if counts && value.trim_matches('"').starts_with('$') => Width::Counted(value.to_string()),
+                Err(_) => panic!("{flag} {value}: not a number, nor counted from NEURON_RT_VISIBLE_CORES"),
+            };
+            widths.push((flag.to_string(), width));
         }
     }
     widths
 }
 
 /// Checks every container of a pod spec that uses a claim from a template: it states one width, and that width is
-/// the claim's NeuronCores. `template_devices` finds a template's `spec.spec.devices` by name. Returns how many
-/// containers were checked.
+/// the claim's NeuronCores: a fixed number where every alternative of the template gives the same, counted from
+/// `NEURON_RT_VISIBLE_CORES` where they differ (a fixed one would be wrong for some). `template_devices` finds a
+/// template's `spec.spec.devices` by name. Returns how many containers were checked.
 pub fn check_pod(what: &str, spec: &Value, template_devices: &dyn Fn(&str) -> Option<Value>) -> usize {
     let mut checked = 0;
     for claim in spec["resourceClaims"].as_array().into_iter().flatten() {
         let Some(template) = claim["resourceClaimTemplateName"].as_str() else { continue };
         let devices = template_devices(template).unwrap_or_else(|| panic!("{what}: no template {template}"));
         let cores = template_cores(&devices);
-        assert_eq!(
-            cores.len(),
-            1,
-            "{what}: template {template}'s alternatives give {cores:?} NeuronCores; no one launch width fits them all"
-        );
-        let cores = *cores.first().unwrap();
         for container in spec["containers"].as_array().unwrap() {
             let uses = container["resources"]["claims"].as_array().into_iter().flatten();
             if !uses.clone().any(|u| u["name"] == claim["name"]) {
@@ -118,11 +125,22 @@ pub fn check_pod(what: &str, spec: &Value, template_devices: &dyn Fn(&str) -> Op
             let widths = launch_width(container);
             let name = &container["name"];
             assert_eq!(widths.len(), 1, "{what}: container {name} states {widths:?}, not one of {WIDTH_FLAGS:?}");
-            assert_eq!(
-                widths[0].1, cores,
-                "{what}: container {name}: {} but {template} gives {cores} NeuronCores",
-                widths[0].0
-            );
+            let (flag, width) = &widths[0];
+            match (cores.len(), width) {
+                (1, Width::Fixed(n)) => {
+                    let cores = *cores.first().unwrap();
+                    assert_eq!(
+                        *n, cores,
+                        "{what}: container {name}: {flag} {n} but {template} gives {cores} NeuronCores"
+                    )
+                }
+                (1, Width::Counted(_)) => {}
+                (_, Width::Fixed(n)) => panic!(
+                    "{what}: container {name}: {flag} {n}, but {template}'s alternatives give {cores:?} NeuronCores: \
+                     count them from NEURON_RT_VISIBLE_CORES"
+                ),
+                (_, Width::Counted(_)) => {}
+            }
             checked += 1;
         }
     }

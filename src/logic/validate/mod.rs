@@ -16,9 +16,11 @@ use crate::api::{
 use crate::logic::catalog;
 
 mod errors;
+mod lnc;
 
 use errors::flatten_validator_errors;
 pub use errors::{FieldError, InvalidConfig};
+pub use lnc::effective_lnc;
 
 /// Longest config name: it is part of the plugin DaemonSet's name.
 pub const MAX_CONFIG_NAME: usize = 40;
@@ -247,6 +249,7 @@ fn resolve_choices(path: &str, request: &DeviceRequest, errors: &mut Vec<FieldEr
     if !request.fallbacks.is_empty() && request.efa == Some(true) {
         errors.push(FieldError::new(format!("{path}.fallbacks"), FALLBACKS_WITH_EFA));
     }
+    lnc::check_fallbacks_keep_lnc(path, request, errors);
     let mut choices = vec![choice(request, resolve_devices(path, request, errors))];
     for (index, fallback) in request.fallbacks.iter().enumerate() {
         let path = format!("{path}.fallbacks[{index}]");

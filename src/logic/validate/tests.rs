@@ -22,7 +22,15 @@ fn error(profile: Value) -> String {
     }
 }
 
+/// A trn2.48xlarge request for 16 devices with `fallbacks`, allowed to change the LNC (the rules tested with it are
+/// the others; `strict` is the same without the allowance).
 fn training(fallbacks: Value) -> Value {
+    let mut profile = strict(fallbacks);
+    profile["training"]["allowLncChange"] = json!(true);
+    profile
+}
+
+fn strict(fallbacks: Value) -> Value {
     json!({"name": "p", "training": {"instanceType": "trn2.48xlarge", "devices": 16, "fallbacks": fallbacks}})
 }
 
@@ -108,4 +116,68 @@ fn efa_ultraserver_and_more_than_seven_fallbacks_are_refused() {
         "spec.profiles[0].training.fallbacks: must have at most 7 entries or characters"
     );
     assert!(check(training(json!(eight[..7]))).is_ok(), "seven are fine");
+}
+
+#[test]
+fn a_fallback_that_changes_the_lnc_is_refused_naming_it() {
+    // 8 devices at LNC=2 falling back to 4 at LNC=1: the model compiled for LNC=2 would not load.
+    let finetune = |fallback: Value| {
+        json!({"name": "p", "training": {"instanceType": "trn2.48xlarge", "devices": 8, "logicalNeuronCore": 2,
+            "fallbacks": [fallback]}})
+    };
+    assert_eq!(
+        error(finetune(json!({"instanceType": "trn2.48xlarge", "devices": 4, "logicalNeuronCore": 1}))),
+        "spec.profiles[0].training.fallbacks[0].logicalNeuronCore: runs at LNC=1 but the request at LNC=2: a model \
+         compiled for one does not load at the other; keep LNC=2 or set allowLncChange: true"
+    );
+    // The same LNC, written or the default, is fine.
+    assert!(check(finetune(json!({"instanceType": "trn2.48xlarge", "devices": 4, "logicalNeuronCore": 2}))).is_ok());
+    assert!(check(finetune(json!({"instanceType": "trn2.48xlarge", "devices": 4}))).is_ok());
+    // Trainium1 runs only at LNC=1: a trn2 request at the default LNC=2 cannot fall back to it unmarked.
+    assert_eq!(
+        error(strict(json!([{"instanceType": "trn2.48xlarge", "devices": 8}, {"instanceType": "trn1.32xlarge"}]))),
+        "spec.profiles[0].training.fallbacks[1].logicalNeuronCore: runs at LNC=1 but the request at LNC=2: a model \
+         compiled for one does not load at the other; keep LNC=2 or set allowLncChange: true"
+    );
+    // Every side of every kind is checked, each naming its own field.
+    let disaggregated = json!({"name": "p", "disaggregated": {
+        "prefill": {"devices": 8},
+        "decode": {"instanceType": "trn2.48xlarge", "devices": 8, "logicalNeuronCore": 1, "fallbacks": [{"devices": 4}]},
+    }});
+    assert!(error(disaggregated).starts_with("spec.profiles[0].disaggregated.decode.fallbacks[0].logicalNeuronCore: "));
+    let inference = json!({"name": "p", "longContextInference": {"devices": 16, "logicalNeuronCore": 1,
+        "fallbacks": [{"devices": 8, "logicalNeuronCore": 1}, {"devices": 4}]}});
+    assert!(error(inference).starts_with("spec.profiles[0].longContextInference.fallbacks[1].logicalNeuronCore: "));
+}
+
+#[test]
+fn allow_lnc_change_lets_a_fallback_change_the_lnc() {
+    let marked = json!({"name": "p", "training": {"instanceType": "trn2.48xlarge", "devices": 8, "logicalNeuronCore": 2,
+        "allowLncChange": true, "fallbacks": [{"instanceType": "trn2.48xlarge", "devices": 4, "logicalNeuronCore": 1}]}});
+    let config = check(marked.clone()).expect("marked as intended");
+    let lncs: Vec<Option<u8>> = config.claims[0].choices.iter().map(|c| c.logical_neuron_core).collect();
+    assert_eq!(lncs, [Some(2), Some(1)]);
+    // `false` is the default: refused.
+    let mut unmarked = marked;
+    unmarked["training"]["allowLncChange"] = json!(false);
+    assert!(error(unmarked).starts_with("spec.profiles[0].training.fallbacks[0].logicalNeuronCore: "));
+}
+
+#[test]
+fn the_lnc_a_choice_runs_at_follows_the_catalog() {
+    use crate::api::DeviceRequest;
+    let at = |instance_type: Option<&str>, lnc: Option<u8>| {
+        effective_lnc(&DeviceRequest {
+            instance_type: instance_type.map(str::to_string),
+            logical_neuron_core: lnc,
+            ..DeviceRequest::default()
+        })
+    };
+    assert_eq!(at(None, None), 2, "the driver's default");
+    assert_eq!(at(Some("trn2.48xlarge"), Some(1)), 1);
+    // The rule (and its CEL twin) tells Trainium1 by the `trn1` prefix: exactly the catalog's types without LNC.
+    for row in crate::logic::catalog::TRAINIUM_TYPES {
+        let expected = if row.lnc { crate::logic::catalog::DEFAULT_LNC as u8 } else { 1 };
+        assert_eq!(at(Some(row.name), None), expected, "{}", row.name);
+    }
 }

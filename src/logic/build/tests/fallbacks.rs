@@ -34,7 +34,7 @@ fn selectors(instance_type: &str) -> Value {
 #[test]
 fn each_choice_is_a_subrequest_with_its_own_selectors_count_constraint_and_config() {
     let t = compiled(json!([{"name": "pretrain", "training": {
-        "instanceType": "trn2.48xlarge", "devices": 16, "logicalNeuronCore": 2,
+        "instanceType": "trn2.48xlarge", "devices": 16, "logicalNeuronCore": 2, "allowLncChange": true,
         "fallbacks": [
             {"instanceType": "trn2.48xlarge", "devices": 8, "logicalNeuronCore": 1},
             {"instanceType": "trn1.32xlarge", "devices": "All", "neuronDriverVersion": "2.25.4.0"},
@@ -96,8 +96,8 @@ fn subrequest_names_are_distinct_dns_labels() {
 /// allocated with the first one's data there), and so does the preferred choice on a newer server.
 #[test]
 fn before_1_36_a_whole_node_first_choice_is_all_and_its_fallbacks_keep_their_counts() {
-    let profiles = json!([{"name": "elastic", "training": {"instanceType": "trn2.48xlarge", "devices": 16, "fallbacks": [
-        {"devices": 8}, {"instanceType": "trn1.32xlarge", "devices": 16}]}}]);
+    let profiles = json!([{"name": "elastic", "training": {"instanceType": "trn2.48xlarge", "devices": 16,
+        "allowLncChange": true, "fallbacks": [{"devices": 8}, {"instanceType": "trn1.32xlarge", "devices": 16}]}}]);
     let modes = |allocator| {
         let (_, devices) = compiled_for(profiles.clone(), allocator).remove(0);
         let subrequests = devices["requests"][0]["firstAvailable"].as_array().unwrap().clone();
