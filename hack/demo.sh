@@ -15,8 +15,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE="${ROOT}/target/demo"
-# DEMO_PROFILE=debug reuses a debug build (faster to build, slower to run).
-PROFILE="${DEMO_PROFILE:-release}"
+# DEMO_PROFILE=debug reuses a debug build (faster to build, slower to run); `down` uses the build the demo ran.
+PROFILE="${DEMO_PROFILE:-$(cat "${STATE}/profile" 2>/dev/null || echo release)}"
 BIN="${ROOT}/target/${PROFILE}/neuron-dra-operator"
 DEVTOOLS="${ROOT}/target/${PROFILE}/neuron-dra-devtools"
 export KUBECONFIG="${ROOT}/target/controlplane/kubeconfig"
@@ -41,16 +41,18 @@ stop_demo_processes() {
   done
 }
 
-# The demo's objects on a control plane it did not start: the config first, while the operator still runs to
-# release its finalizer and remove what it rendered, then the rest the demo made.
+# The demo's objects on a control plane it did not start. The namespaces first, while the plugin still runs to
+# release their pods' devices (a kubelet cannot finish a pod whose driver is gone) and the simulated kubelet to
+# confirm the rest; then the config, while the operator runs to release its finalizer and remove what it rendered;
+# then the simulated fleet, the processes and the rest the demo made.
 remove_demo_objects() {
-  kubectl delete ndc "${CONFIG}" --ignore-not-found --wait=true --timeout=120s >/dev/null
-  stop_demo_processes
   kubectl delete namespace "${NAMESPACES[@]}" --ignore-not-found --wait=true --timeout=120s >/dev/null
-  kubectl delete clusterrolebinding demo-metrics-reader --ignore-not-found >/dev/null
-  kubectl delete serviceaccount -n neuron-dra-operator-system demo-metrics-reader --ignore-not-found >/dev/null
+  kubectl delete ndc "${CONFIG}" --ignore-not-found --wait=true --timeout=120s >/dev/null
   local fleet
   for fleet in "${FLEETS[@]}"; do "${DEVTOOLS}" simulate clear --prefix "${fleet}" >/dev/null; done
+  stop_demo_processes
+  kubectl delete clusterrolebinding demo-metrics-reader --ignore-not-found >/dev/null
+  kubectl delete serviceaccount -n neuron-dra-operator-system demo-metrics-reader --ignore-not-found >/dev/null
 }
 
 if [[ "${1:-}" == "down" ]]; then
@@ -66,6 +68,7 @@ if [[ "${1:-}" == "down" ]]; then
 fi
 
 mkdir -p "${STATE}"
+echo "${PROFILE}" >"${STATE}/profile"
 stop_demo_processes
 
 say "Building the operator and its dev tools (cargo build --profile ${PROFILE})"

@@ -28,6 +28,15 @@ fn make(target: &str) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `hack/node.sh ARGS`: whether it succeeded.
+fn node_sh(args: &[&str]) -> bool {
+    let out = Command::new(repo("hack/node.sh")).args(args).stdin(Stdio::null()).output().unwrap();
+    out.status.success() || {
+        eprintln!("hack/node.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        false
+    }
+}
+
 /// The names of `kind` (cluster-scoped, or across all namespaces), sorted.
 fn names(kind: &str) -> Vec<String> {
     let listed = kubectl(&["get", kind, "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}"]);
@@ -49,6 +58,13 @@ fn make_demo_tells_its_story_and_demo_down_leaves_the_cluster_as_found() {
     let node_ready =
         || kubectl(&["get", "node", "node-1", "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"]);
     assert_eq!(node_ready(), "True", "the real-node phase starts node-1 before this test");
+    // The demo runs on one real node, as a newcomer's machine has: the local nodes share the host's network
+    // (docs/local-node.md), so a second node's plugin pod would find the first one's ports taken. node-2 is
+    // stopped for the demo and started again after it.
+    let second_node = node_sh(&["status", "node-2"]);
+    if second_node {
+        assert!(node_sh(&["down", "node-2"]), "stopping node-2 (and its Node)");
+    }
     let before = (names("namespaces"), names("nodes"), names("neurondraconfigs"), names("clusterrolebindings"));
 
     let (ok, printed) = make("demo");
@@ -112,6 +128,10 @@ fn make_demo_tells_its_story_and_demo_down_leaves_the_cluster_as_found() {
     }
     kubectl_with(&kubeconfig(), &["get", "--raw", "/readyz"], None).expect("the control plane keeps running");
 
-    // The demo applied the install as shipped (with its stand-in image allowed); the tests' allow-list back.
+    // The demo applied the install as shipped (with its stand-in image allowed); the tests' allow-list back, and
+    // the second node.
     cluster::allow_test_drivers();
+    if second_node {
+        assert!(node_sh(&["up", "node-2"]), "starting node-2 again");
+    }
 }
