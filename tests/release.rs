@@ -195,11 +195,14 @@ fn noticed_crates(notices: &str) -> BTreeSet<String> {
 }
 
 /// The dependency list cargo-auditable embeds in a binary: its `.dep-v0` section (zlib-compressed JSON), cut out with
-/// objcopy and inflated with Python's zlib. Each package as `name version` with whether it is a build-time one.
+/// objcopy (as generic little-endian ELF, so the host's binutils read the other architecture's binary too) and
+/// inflated with Python's zlib. Each package as `name version` with whether it is a build-time one.
 fn embedded_crates(binary: &Path, dir: &Path) -> Vec<(String, bool)> {
     let section = dir.join("dep-v0.zlib");
     let dump = format!(".dep-v0={}", section.display());
-    sh("objcopy", &["--dump-section", &dump, binary.to_str().unwrap(), dir.join("scratch.o").to_str().unwrap()], dir);
+    let (binary, scratch) = (binary.to_str().unwrap(), dir.join("scratch.o"));
+    let args = ["-I", "elf64-little", "-O", "elf64-little", "--dump-section", &dump, binary, scratch.to_str().unwrap()];
+    sh("objcopy", &args, dir);
     let inflate = "import sys, zlib; sys.stdout.write(zlib.decompress(open(sys.argv[1], 'rb').read()).decode())";
     let json: Value = serde_json::from_str(&sh("python3", &["-c", inflate, section.to_str().unwrap()], dir)).unwrap();
     let packages = json["packages"].as_array().expect("cargo-auditable's format: a packages list");
