@@ -5,9 +5,11 @@
 # `make release` builds it for linux/amd64 and linux/arm64 with buildah (docs/release.md).
 #
 # The binary comes from one of two stages, chosen by BINARY: `source` (the default: a release build from the
-# sources in the Rust image) or `prebuilt` (a static binary already built on the host and placed in the build
-# context as `neuron-dra-operator`: how `make release` and the local node's image, hack/images.sh, build it without
-# pulling anything). Only the chosen stage is built.
+# sources in the Rust image, with cargo-auditable) or `prebuilt` (a static binary already built on the host and
+# placed in the build context as `neuron-dra-operator`, with `LICENSE` and `THIRD-PARTY-NOTICES` beside it: how
+# `make release` and the local node's image, hack/images.sh, build it without pulling anything). Only the chosen
+# stage is built. Either way the image carries /licenses/LICENSE (the project's) and /licenses/THIRD-PARTY-NOTICES
+# (every crate in the binary with its licence texts, hack/notices.py from `cargo metadata`).
 ARG BINARY=source
 
 FROM docker.io/library/rust:1.95-bookworm AS source
@@ -17,15 +19,20 @@ WORKDIR /src
 COPY . .
 # The commit, for the binary's build_info metric and --version (`make image` passes it).
 ARG REVISION=unknown
+# cargo-auditable embeds the dependency list in the binary (its `.dep-v0` section), for scanners (docs/release.md);
+# its version is hack/tools.sh's.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     target="$(uname -m)-unknown-linux-musl" \
     && rustup target add "${target}" \
-    && NEURON_DRA_OPERATOR_REVISION="${REVISION}" cargo build --locked --release --target "${target}" --bin neuron-dra-operator \
+    && cargo install --locked --version "$(awk -F= '$1 == "CARGO_AUDITABLE_VERSION" { print $2 }' hack/tools.sh)" cargo-auditable \
+    && NEURON_DRA_OPERATOR_REVISION="${REVISION}" cargo auditable build --locked --release --target "${target}" --bin neuron-dra-operator \
+    && mkdir /licenses && cp LICENSE /licenses/LICENSE && python3 hack/notices.py "${target}" /licenses/THIRD-PARTY-NOTICES \
     && cp "target/${target}/release/neuron-dra-operator" /neuron-dra-operator
 
 FROM scratch AS prebuilt
 COPY neuron-dra-operator /neuron-dra-operator
+COPY LICENSE THIRD-PARTY-NOTICES /licenses/
 
 FROM ${BINARY} AS binary
 
@@ -40,6 +47,7 @@ LABEL org.opencontainers.image.title="neuron-dra-operator" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
 COPY --from=binary /neuron-dra-operator /neuron-dra-operator
+COPY --from=binary /licenses /licenses
 USER 65532:65532
 ENTRYPOINT ["/neuron-dra-operator"]
 CMD ["run"]

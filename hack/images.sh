@@ -104,14 +104,12 @@ stage_neuron_plugin() {
 }
 
 # The operator image from the repository's own Dockerfile, through its `prebuilt` stage: the static binary that
-# `make release-check` also checks (hack/release.sh binary: a musl build for this machine's architecture, without
-# the optimisation of a release, which would cost minutes for nothing the tests see). A context file `build-args`
-# holds the Dockerfile's build arguments, one NAME=VALUE per line.
+# `make release-check` also checks, with the licences (hack/release.sh context: a musl build for this machine's
+# architecture, without the optimisation of a release, which would cost minutes for nothing the tests see). A
+# context file `build-args` holds the Dockerfile's build arguments, one NAME=VALUE per line.
 stage_operator() {
-  local ctx="$1" binary
-  binary="$("${REPO_ROOT}/hack/release.sh" binary "$(uname -m)" release-check)"
-  cp "${REPO_ROOT}/Dockerfile" "${ctx}/"
-  cp "${binary}" "${ctx}/neuron-dra-operator"
+  local ctx="$1"
+  "${REPO_ROOT}/hack/release.sh" context "$(uname -m)" release-check "${ctx}"
   printf '%s\n' BINARY=prebuilt VERSION="${OPERATOR_REF##*:}" >"${ctx}/build-args"
 }
 

@@ -6,9 +6,9 @@
 #     licenses    every crate the operator and its tests are built from carries a licence deny.toml allows
 #                 (tests/licenses.rs, over `cargo metadata`; only licences: an advisory database needs the network;
 #                 its tests are ignored by a plain `cargo test`, so this is where they run)
-#     workflows   actionlint over .github/workflows (the release workflow, docs/release.md), without its shellcheck
-#                 and pyflakes checks: it runs them only where they are installed, so the result would depend on
-#                 the machine (CI has neither)
+#     workflows   actionlint over .github/workflows (the release workflow, docs/release.md), with shellcheck over
+#                 every `run:` script (Debian's `shellcheck`, which .ci/run installs; missing, the check fails rather
+#                 than pass without it). pyflakes stays off: no workflow runs Python.
 #
 # actionlint is built once per machine from its Go module into ~/.cache (hack/tools.sh; about 20 s cold).
 set -euo pipefail
@@ -27,8 +27,9 @@ licenses() {
 workflows() {
   local actionlint
   actionlint="$(hack/tools.sh path actionlint)"
-  # Empty: shellcheck and pyflakes off everywhere, not only where they are missing.
-  "${actionlint}" -no-color -shellcheck= -pyflakes= .github/workflows/*.yml
+  local shellcheck
+  shellcheck="$(command -v shellcheck)" || { echo "lint: needs shellcheck (apt-get install -y shellcheck)" >&2; exit 1; }
+  "${actionlint}" -no-color -shellcheck="${shellcheck}" -pyflakes= .github/workflows/*.yml
 }
 
 checks=("$@")

@@ -9,6 +9,8 @@
 #                                          into OUT (default target/release-check-dist)
 #   hack/release.sh binary ARCH [PROFILE]  build the static operator binary for ARCH (x86_64/amd64, aarch64/arm64)
 #                                          with the cargo PROFILE (default release); print its path
+#   hack/release.sh context ARCH PROFILE DIR  the operator image's build context in DIR: the Dockerfile, the binary,
+#                                          LICENSE and THIRD-PARTY-NOTICES (hack/notices.py); hack/images.sh uses it
 #   hack/release.sh publish REGISTRY VERSION [OUT]  push the release in OUT (default dist/; built first if missing) to
 #                                          REGISTRY (host/path): the image index REGISTRY/neuron-dra-operator:VERSION,
 #                                          the bundle image REGISTRY/neuron-dra-operator-bundle:vVERSION and the chart
@@ -21,7 +23,9 @@
 # The version lives in Cargo.toml. `set-version` copies it into Cargo.lock, the chart (version and appVersion), the
 # image tag in config/manager/kustomization.yaml and the OLM bundle (regenerated); tests fail when they disagree.
 # `build` refuses a VERSION that is not the tree's. Binaries are static (musl) and built with cargo-zigbuild, zig
-# being the C cross compiler and linker for both architectures (hack/tools.sh installs both into the user cache).
+# being the C cross compiler and linker for both architectures, through cargo-auditable, which embeds the crates the
+# binary is built from (a `.dep-v0` section, read by cargo audit, trivy, grype and syft; hack/tools.sh installs all
+# three into the user cache).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,7 +67,7 @@ rust_target() {
 # directory of its own (target/static-ARCH): cargo locks its target directory for a whole build, and `make test`
 # builds the arm64 binary in the background while the foreground builds the tests and the x86_64 binary.
 binary() {
-  local target profile="${2:-release}" tools zig zigbuild target_dir
+  local target profile="${2:-release}" tools zig zigbuild auditable target_dir
   target="$(rust_target "$1")"
   target_dir="${REPO_ROOT}/target/static-${target%%-*}"
   # One rustup at a time: `make test` may add both targets at once (the arm64 build runs in the background).
@@ -77,10 +81,11 @@ binary() {
   ) 9>"${CACHE_DIR}/rustup.lock"
   zig="$(hack/tools.sh path zig)"
   zigbuild="$(hack/tools.sh path cargo-zigbuild)"
-  tools="$(dirname "${zig}"):$(dirname "${zigbuild}")"
-  log "building neuron-dra-operator for ${target} (profile ${profile})"
-  PATH="${tools}:${PATH}" CARGO_TARGET_DIR="${target_dir}" NEURON_DRA_OPERATOR_REVISION="$(revision)" cargo zigbuild --locked --quiet --profile "${profile}" \
-    --target "${target}" --bin neuron-dra-operator >&2
+  auditable="$(hack/tools.sh path cargo-auditable)"
+  tools="$(dirname "${zig}"):$(dirname "${zigbuild}"):$(dirname "${auditable}")"
+  log "building neuron-dra-operator for ${target} (profile ${profile}, cargo auditable)"
+  PATH="${tools}:${PATH}" CARGO_TARGET_DIR="${target_dir}" NEURON_DRA_OPERATOR_REVISION="$(revision)" \
+    cargo auditable zigbuild --locked --quiet --profile "${profile}" --target "${target}" --bin neuron-dra-operator >&2
   echo "${target_dir}/${target}/${profile}/neuron-dra-operator"
 }
 
@@ -104,19 +109,27 @@ check_versions() {
   grep -q "^  version: ${version}\$" "${csv}" || die "${csv}: spec.version is not ${version} (make bundle)"
 }
 
+# context ARCH PROFILE DIR: the operator image's build context for the Dockerfile's `prebuilt` stage: the binary,
+# the project's LICENSE and the notices of the crates in the binary (/licenses in the image).
+context() {
+  local bin
+  bin="$(binary "$1" "$2")"
+  cp Dockerfile LICENSE "$3/"
+  cp "${bin}" "$3/neuron-dra-operator"
+  python3 hack/notices.py "$(rust_target "$1")" "$3/THIRD-PARTY-NOTICES"
+}
+
 # operator_image VERSION REVISION PROFILE OUT: both architectures' images, from the repository's Dockerfile through
 # its `prebuilt` stage, in one OCI archive holding their index (what `skopeo copy --all` pushes).
 operator_image() {
-  local version="$1" revision="$2" profile="$3" out="$4" ref list arch bin ctx
+  local version="$1" revision="$2" profile="$3" out="$4" ref list arch ctx
   ref="$(operator_ref)"
   list="neuron-dra-operator-release:${version}"
   buildah_ manifest rm "${list}" >/dev/null 2>&1 || true
   buildah_ manifest create "${list}" >/dev/null
   for arch in "${ARCHES[@]}"; do
-    bin="$(binary "${arch}" "${profile}")"
     ctx="$(mktemp -d)"
-    cp Dockerfile "${ctx}/"
-    cp "${bin}" "${ctx}/neuron-dra-operator"
+    context "${arch}" "${profile}" "${ctx}"
     log "building the ${arch} image"
     # --timestamp 0 and no history: the same binaries give the same digests.
     buildah_ bud --quiet --pull=never --layers=false --timestamp 0 --omit-history --platform "linux/${arch}" \
@@ -239,6 +252,7 @@ case "${1:-}" in
   build) [[ $# -ge 2 ]] || die "usage: $0 build VERSION [OUT]"; release "$2" release "${3:-dist}" yes ;;
   check) release "$(crate_version)" release-check "${2:-target/release-check-dist}" no ;;
   binary) [[ $# -ge 2 ]] || die "usage: $0 binary ARCH [PROFILE]"; binary "$2" "${3:-release}" ;;
+  context) [[ $# -eq 4 ]] || die "usage: $0 context ARCH PROFILE DIR"; context "$2" "$3" "$4" ;;
   publish) [[ $# -ge 3 ]] || die "usage: $0 publish REGISTRY VERSION [OUT]"; publish "$2" "$3" "${4:-dist}" ;;
   set-version) [[ $# -eq 2 ]] || die "usage: $0 set-version VERSION"; set_version "$2" ;;
   ref)
@@ -250,8 +264,8 @@ case "${1:-}" in
     esac
     ;;
   *)
-    echo "usage: $0 build VERSION [OUT] | check [OUT] | binary ARCH [PROFILE] | publish REGISTRY VERSION [OUT]" \
-      "| set-version VERSION" >&2
+    echo "usage: $0 build VERSION [OUT] | check [OUT] | binary ARCH [PROFILE] | context ARCH PROFILE DIR" \
+      "| publish REGISTRY VERSION [OUT] | set-version VERSION" >&2
     exit 2
     ;;
 esac

@@ -9,11 +9,12 @@
 #
 # The release's tools (hack/release.sh): zig (the C cross compiler and linker of the static binaries) and
 # cargo-zigbuild, from their PyPI wheels (`ziglang`, `cargo-zigbuild`: prebuilt, unpacked, nothing installed);
-# cargo-cyclonedx with `cargo install --locked` from crates.io (it has no prebuilt package).
+# cargo-cyclonedx and cargo-auditable with `cargo install --locked` from crates.io (they have no prebuilt package;
+# cargo-auditable embeds the dependency list in the released binaries, docs/release.md).
 #
 #   hack/tools.sh path TOOL                            build (or unpack) if needed, print the binary's path; TOOL is
 #                                                      helm, promtool, bundle-validate, actionlint, kstatus, kueue,
-#                                                      zig, cargo-zigbuild or cargo-cyclonedx
+#                                                      zig, cargo-zigbuild, cargo-cyclonedx or cargo-auditable
 #   hack/tools.sh build [TOOL...]                      build if needed (by default the test and lint tools:
 #                                                      helm, promtool, bundle-validate, kstatus, actionlint)
 #   hack/tools.sh prometheus-crds                      print the directory holding prometheus-operator's CRDs
@@ -48,6 +49,7 @@ KUEUE_VERSION=v0.19.2
 ZIG_VERSION=0.15.2
 CARGO_ZIGBUILD_VERSION=0.24.1
 CARGO_CYCLONEDX_VERSION=0.5.7
+CARGO_AUDITABLE_VERSION=0.7.7
 
 log() { echo "tools: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -59,7 +61,7 @@ tool_module() {
     bundle-validate) echo github.com/operator-framework/api ;;
     actionlint) echo github.com/rhysd/actionlint ;;
     kstatus) echo sigs.k8s.io/cli-utils ;;
-    *) die "unknown tool '$1' (helm, promtool, bundle-validate, actionlint, kstatus, kueue, zig, cargo-zigbuild, cargo-cyclonedx)" ;;
+    *) die "unknown tool '$1' (helm, promtool, bundle-validate, actionlint, kstatus, kueue, zig, cargo-zigbuild, cargo-cyclonedx, cargo-auditable)" ;;
   esac
 }
 
@@ -232,6 +234,7 @@ ensure() {
       return
       ;;
     cargo-cyclonedx) ensure_cargo_tool cargo-cyclonedx "${CARGO_CYCLONEDX_VERSION}"; return ;;
+    cargo-auditable) ensure_cargo_tool cargo-auditable "${CARGO_AUDITABLE_VERSION}"; return ;;
     kueue) ensure_kueue; return ;;
   esac
   command -v go >/dev/null || die "go is required to build ${tool}"

@@ -36,6 +36,11 @@ pub struct RunArgs {
     /// a self-signed certificate.
     #[arg(long, value_name = "DIR")]
     pub metrics_cert_dir: Option<PathBuf>,
+    /// Offer HTTP/2 on /metrics besides HTTP/1.1. Off by default, as in controller-runtime: HTTP/2's stream resets
+    /// are what the rapid-reset attacks (CVE-2023-44487) abuse, and a scrape needs none of HTTP/2.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true",
+        action = clap::ArgAction::Set)]
+    pub enable_http2: bool,
     /// Address of /healthz and /readyz (plain HTTP, for the kubelet's probes).
     #[arg(long, alias = "probe-addr", default_value = "0.0.0.0:8081", env = "PROBE_ADDR")]
     pub health_probe_bind_address: SocketAddr,
@@ -44,14 +49,21 @@ pub struct RunArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
         action = clap::ArgAction::Set, env = "LEADER_ELECT")]
     pub leader_elect: bool,
-    /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = "neuron-dra-operator-system", env = "POD_NAMESPACE")]
+    /// Namespace of the leader-election Lease (also `--leader-elect-resource-namespace`, kube-scheduler's name).
+    #[arg(
+        long,
+        visible_alias = "leader-elect-resource-namespace",
+        default_value = "neuron-dra-operator-system",
+        env = "POD_NAMESPACE"
+    )]
     pub lease_namespace: String,
-    /// Name of the leader-election Lease.
-    #[arg(long, default_value = "neuron-dra-operator")]
+    /// Name of the leader-election Lease (also `--leader-elect-resource-name`).
+    #[arg(long, visible_alias = "leader-elect-resource-name", default_value = "neuron-dra-operator")]
     pub lease_name: String,
-    /// How long a leader's lease lasts without renewal (`15s`, `1m`; whole seconds, at least 3).
-    #[arg(long, default_value = "15s", value_parser = lease_duration, value_name = "DURATION")]
+    /// How long a leader's lease lasts without renewal (`15s`, `1m`; whole seconds, at least 3; also
+    /// `--leader-elect-lease-duration`).
+    #[arg(long, visible_alias = "leader-elect-lease-duration", default_value = "15s", value_parser = lease_duration,
+        value_name = "DURATION")]
     pub lease_duration: Duration,
     /// Identity in the Lease; default: POD_NAME or the host name, plus the process id.
     #[arg(long, env = "POD_NAME")]
@@ -66,6 +78,10 @@ pub struct RunArgs {
     /// `RUST_LOG`, else `info`.
     #[arg(long, env = "LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// Log verbosity as klog's `-v` counts it, for those used to Kubernetes components: 0 and 1 are `info`, 2 to 4
+    /// `debug` for the operator, 5 and more `trace` for it and `debug` for its libraries.
+    #[arg(short = 'v', long = "v", value_name = "LEVEL", conflicts_with = "log_level")]
+    pub verbosity: Option<u8>,
     /// What the controller watches and how many configs it reconciles at once.
     #[command(flatten)]
     pub controller: crate::controller::Options,
@@ -85,6 +101,16 @@ impl RunArgs {
             namespace: self.lease_namespace.clone(),
             duration: self.lease_duration.as_secs(),
             identity: self.identity.clone(),
+        }
+    }
+
+    /// The log filter `--log-level` or `-v` asks for; None: `RUST_LOG`, else `info`.
+    pub fn log_filter(&self) -> Option<String> {
+        match self.verbosity {
+            Some(0..=1) => Some("info,kube_lease_manager=warn".into()),
+            Some(2..=4) => Some("info,kube_lease_manager=warn,neuron_dra_operator=debug".into()),
+            Some(_) => Some("debug,neuron_dra_operator=trace".into()),
+            None => self.log_level.clone(),
         }
     }
 
@@ -120,7 +146,7 @@ pub fn lease_duration(text: &str) -> Result<Duration, String> {
 
 /// `neuron-dra-operator run`.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    crate::runtime::telemetry::init_logging(args.json_logs(), args.log_level.as_deref())?;
+    crate::runtime::telemetry::init_logging(args.json_logs(), args.log_filter().as_deref())?;
     let metrics = Arc::new(Metrics::default());
     crate::controller::count_errors_from_zero(&metrics);
     let connection = args.connection();
@@ -131,7 +157,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
 
     let security = if args.metrics_secure {
-        let tls = MetricsCertificate::load(args.metrics_cert_dir.as_deref())?;
+        let tls = MetricsCertificate::load(args.metrics_cert_dir.as_deref(), args.enable_http2)?;
         // A client of its own: the reviews each scrape costs are not the operator's work, so `api_requests` (and the
         // "no writes while idle" promise) leaves them out.
         MetricsSecurity::Https { tls, client: kube::Client::try_from(connection.config().await?)? }

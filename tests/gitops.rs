@@ -134,7 +134,7 @@ fn the_argo_cd_health_check_reads_the_same_conditions() {
         assert_eq!(health, case.argo, "{}: {message}", case.name);
         let expected = match case.name {
             "invalid" => "InvalidSpec: spec.profiles[0].training.devices: 32 is more than trn2.48xlarge has (16)",
-            "halted" => "RolloutHalted: ",
+            "halted" => "RolloutHalted",
             "rolling" => "RollingOut: 2/2 nodes on 1.1.0, 1 ready",
             "sick" => "every template is in place; 31 of 32 devices healthy on 2 nodes",
             "stale" => "waiting for the operator to observe generation 4",
@@ -203,4 +203,40 @@ fn lua_strings_read_back_in_lua_5_1() {
     assert!(lua_string(text).is_ascii(), "{}", lua_string(text));
     let chunk = format!("io.write({})", lua_string(text));
     assert_eq!(lua51(&chunk, "the encoder's string"), text);
+}
+
+/// A condition without `message` (or `reason`): optional in a Condition as other writers (an older operator, a
+/// hand edit, a mutating webhook) may leave them out. The check still gives a verdict, never a Lua error.
+#[test]
+fn the_argo_cd_health_check_reads_conditions_without_a_message() {
+    let with = |conditions: Value| {
+        json!({
+            "apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig",
+            "metadata": {"name": "x", "generation": 2},
+            "status": {"observedGeneration": 2, "conditions": conditions}
+        })
+    };
+    let cases = [
+        (json!([{"type": "Stalled", "status": "True", "reason": "RolloutHalted"}]), "Degraded", "RolloutHalted"),
+        (json!([{"type": "Reconciling", "status": "True"}]), "Progressing", ""),
+        (json!([{"type": "Ready", "status": "True"}]), "Healthy", ""),
+        (
+            json!([{"type": "Ready", "status": "True", "message": "in place"},
+                   {"type": "DevicesHealthy", "status": "False", "reason": "DevicesUnhealthy"}]),
+            "Healthy",
+            "in place",
+        ),
+        (
+            json!([{"status": "True"}, {"type": "Ready", "status": "False"}]),
+            "Progressing",
+            "Ready is not True: see the config's conditions",
+        ),
+    ];
+    for (conditions, health, message) in cases {
+        let (got, said) = argo_health(&with(conditions.clone()));
+        assert_eq!((got.as_str(), said.as_str()), (health, message), "{conditions}");
+    }
+    // No metadata at all is no error either.
+    let (got, _) = argo_health(&json!({"status": {"observedGeneration": 1, "conditions": []}}));
+    assert_eq!(got, "Progressing");
 }

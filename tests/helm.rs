@@ -186,16 +186,27 @@ fn the_crd_is_a_template_kept_on_uninstall_unless_asked() {
 
 /// The default render (release `neuron-dra-operator` in `neuron-dra-operator-system`, CRDs included, monitoring
 /// on) is `kubectl kustomize config/default`, `config/prometheus` and `config/grafana`, object by object, less the
-/// Namespace (Helm's `--create-namespace` makes it; see docs/install.md).
+/// Namespace (Helm's `--create-namespace` makes it; see docs/install.md). The ServiceMonitor verifies the metrics
+/// certificate of the Secret `neuron-dra-operator-metrics-cert`: with kustomize, docs/install.md's patch mounts it
+/// (`METRICS_CERT_PATCH`, applied here as written there); with Helm, `metrics.certSecret` names it.
 #[test]
 fn the_chart_renders_what_config_installs() {
     let mut args = vec!["template", "neuron-dra-operator", CHART, "-n", "neuron-dra-operator-system", "--skip-tests"];
     args.extend(EVERYTHING_ON);
+    args.extend(["--set", "metrics.certSecret=neuron-dra-operator-metrics-cert"]);
     let rendered = by_kind_and_name(documents(&helm(&args).ok("helm template")));
     let mut objects = kustomize("config/default");
     objects.extend(kustomize("config/prometheus"));
     objects.extend(kustomize("config/grafana"));
     objects.retain(|o| o["kind"] != "Namespace");
+    let patch = docs_metrics_cert_patch();
+    for deployment in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+        let pod = &mut deployment["spec"]["template"]["spec"];
+        let container = &patch["spec"]["template"]["spec"]["containers"][0];
+        pod["containers"][0]["args"] = container["args"].clone();
+        pod["containers"][0]["volumeMounts"] = container["volumeMounts"].clone();
+        pod["volumes"] = patch["spec"]["template"]["spec"]["volumes"].clone();
+    }
     let expected = by_kind_and_name(objects);
 
     assert_eq!(rendered.keys().collect::<Vec<_>>(), expected.keys().collect::<Vec<_>>());
@@ -292,7 +303,10 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
     assert_eq!(deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"], "x");
     assert_eq!(pod["priorityClassName"], "system-cluster-critical");
     assert_eq!(pod["serviceAccountName"], "existing");
-    assert!(find("ServiceAccount").is_none(), "serviceAccount.create=false made one: {out}");
+    let operator_account = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceAccount" && o["metadata"]["name"] != "x-neuron-dra-operator-metrics-scraper");
+    assert!(operator_account.is_none(), "serviceAccount.create=false made one: {out}");
     assert_eq!(pod["securityContext"]["runAsUser"], 1000);
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], false);
     assert_eq!(
@@ -320,7 +334,7 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
     let tls = &find("ServiceMonitor").unwrap()["spec"]["endpoints"][0]["tlsConfig"];
     assert_eq!(
         *tls,
-        json!({"ca": {"secret": {"name": "metrics-tls", "key": "ca.crt"}}, "serverName": "x-neuron-dra-operator-metrics.default.svc"})
+        json!({"ca": {"secret": {"name": "metrics-tls", "key": "ca.crt"}}, "serverName": "x-neuron-dra-operator-metrics.default.svc", "insecureSkipVerify": false})
     );
 
     // One replica: nothing to spread and no budget; annotations on a created ServiceAccount.
@@ -331,6 +345,14 @@ fn the_values_a_helm_user_expects_reach_the_objects() {
     assert!(find("Deployment").unwrap()["spec"]["template"]["spec"].get("topologySpreadConstraints").is_none());
     let account = find("ServiceAccount").unwrap();
     assert_eq!(account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"], "arn:aws:iam::1:role/r");
+}
+
+/// The Deployment patch docs/install.md ("Monitoring") gives kustomize users to serve the metrics certificate.
+fn docs_metrics_cert_patch() -> Value {
+    let page = std::fs::read_to_string(repo("docs/install.md")).unwrap();
+    let yaml = page.split("```yaml\n").find(|block| block.contains("kind: Certificate")).expect("the patch in docs");
+    let yaml = yaml.split("```").next().unwrap();
+    documents(yaml).into_iter().find(|o| o["kind"] == "Deployment").expect("a Deployment patch")
 }
 
 /// A policy's install variables, by name, as rendered.
@@ -349,4 +371,5 @@ mod helm_topics {
     mod fences;
     mod packaging;
     mod release;
+    mod supply;
 }

@@ -236,3 +236,70 @@ async fn a_renewed_certificate_is_served_without_a_restart() {
     assert!(operator.is_running(), "no restart");
     assert!(operator.log_text().contains("loaded the renewed metrics certificate"), "{}", operator.log_text());
 }
+
+/// The HTTP version curl got for GET /metrics with `args` (`--http2`, `--http2-prior-knowledge`) and its status, or
+/// None when it got no HTTP answer.
+fn http_version(port: u16, token: &str, args: &[&str]) -> Option<(String, u16)> {
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_version} %{http_code}"])
+        .args(args)
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .arg(format!("https://127.0.0.1:{port}/metrics"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (version, code) = text.split_once(' ')?;
+    let code: u16 = code.trim().parse().ok()?;
+    (out.status.success() && code != 0).then(|| (version.to_string(), code))
+}
+
+/// What the server first answers a TLS client (no ALPN) that starts HTTP/2 without asking (prior knowledge): the
+/// connection preface and an empty SETTINGS frame sent, the first bytes back (Python's ssl, as curl always asks).
+fn prior_knowledge_answer(port: u16) -> Vec<u8> {
+    let script = r#"
+import socket, ssl, sys
+context = ssl.create_default_context()
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
+tls = context.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5))
+tls.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+try:
+    answer = tls.recv(64)
+except (OSError, ssl.SSLError):
+    answer = b""
+sys.stdout.buffer.write(answer)
+"#;
+    let out = std::process::Command::new("python3").args(["-c", script, &port.to_string()]).output().unwrap();
+    assert!(out.status.success(), "python3: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// An HTTP/2 frame header announcing a SETTINGS frame (type 4) on stream 0: how an HTTP/2 server answers a preface.
+fn is_http2_settings(answer: &[u8]) -> bool {
+    answer.len() >= 9 && answer[3] == 4 && answer[5..9] == [0, 0, 0, 0]
+}
+
+/// HTTP/2 is off unless `--enable-http2`: a client offering it (ALPN) is answered in HTTP/1.1, one sending it
+/// without asking (prior knowledge) gets no HTTP/2 (an HTTP/1.1 error or a closed connection); with the flag both
+/// are served in HTTP/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_is_refused_unless_enabled() {
+    let token = cluster::metrics_reader_token();
+    let id = unique("http1");
+    let operator = start(&id, &[]);
+    wait_serving(&operator).await;
+    assert_eq!(http_version(operator.port(), &token, &["--http1.1"]), Some(("1.1".into(), 200)));
+    assert_eq!(http_version(operator.port(), &token, &["--http2"]), Some(("1.1".into(), 200)), "downgraded");
+    let refused = prior_knowledge_answer(operator.port());
+    assert!(!is_http2_settings(&refused), "HTTP/2 spoken unasked: {refused:?}");
+    assert!(refused.is_empty() || refused.starts_with(b"HTTP/1.1 4"), "{}", String::from_utf8_lossy(&refused));
+    drop(operator);
+
+    let id = unique("http2");
+    let operator = start(&id, &["--enable-http2"]);
+    wait_serving(&operator).await;
+    assert_eq!(http_version(operator.port(), &token, &["--http2"]), Some(("2".into(), 200)));
+    let answer = prior_knowledge_answer(operator.port());
+    assert!(is_http2_settings(&answer), "with --enable-http2 the preface is answered in HTTP/2: {answer:?}");
+    assert_eq!(http_version(operator.port(), &token, &["--http1.1"]), Some(("1.1".into(), 200)));
+}

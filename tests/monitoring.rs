@@ -136,15 +136,14 @@ fn exported() -> BTreeSet<String> {
     metrics.template_available.get_or_create(&template).set(1);
     metrics.template_allocated.get_or_create(&template).set(1);
     metrics.reconcile_duration.observe(0.01);
-    let mut request = http::Request::new(kube::client::Body::empty());
-    *request.uri_mut() = "/api/v1/nodes".parse().unwrap();
-    metrics.record_request(&request);
+    metrics.record_request(&http::Method::GET, &"/api/v1/nodes".parse().unwrap(), Some(http::StatusCode::OK));
     let mut names = BTreeSet::new();
     for line in metrics.encode().lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else { continue };
         let (name, kind) = rest.split_once(' ').unwrap();
         match kind {
             "counter" => names.insert(format!("{name}_total")),
+            "info" => names.insert(format!("{name}_info")),
             "histogram" => ["_bucket", "_sum", "_count"].iter().all(|s| names.insert(format!("{name}{s}"))),
             _ => names.insert(name.to_string()),
         };
@@ -256,4 +255,39 @@ fn config_prometheus_and_config_grafana_are_accepted_by_the_api_server() {
         Some(&serde_json::to_string(&rule).unwrap()),
     );
     assert!(refused.as_ref().is_err_and(|e| e.contains("for")), "{refused:?}");
+}
+
+/// Where every alert's runbook lives: a section of docs/operations.md, on the repository's main branch.
+const RUNBOOKS: &str = "https://github.com/neurondra/neuron-dra-operator/blob/main/docs/operations.md#";
+
+/// The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens.
+fn anchor(heading: &str) -> String {
+    let lower = heading.trim().to_lowercase();
+    let kept = lower.chars().filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'));
+    kept.map(|c| if c == ' ' { '-' } else { c }).collect()
+}
+
+/// Every alert has a `runbook_url` into docs/operations.md whose anchor is a heading there, and the section names
+/// the alert; the metrics the docs recommend alerting on (leader, memory, build info) feed an alert.
+#[test]
+fn every_alert_has_a_runbook_in_docs_operations() {
+    let operations = std::fs::read_to_string(repo("docs/operations.md")).unwrap();
+    let headings: BTreeSet<String> =
+        operations.lines().filter_map(|l| l.strip_prefix('#')).map(|l| anchor(l.trim_start_matches('#'))).collect();
+    let rule = read_yaml(RULE_FILE);
+    let rules: Vec<&Value> =
+        rule["spec"]["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap()).collect();
+    for alert in rules.iter().filter(|r| r["alert"].is_string()) {
+        let name = alert["alert"].as_str().unwrap();
+        let url = alert["annotations"]["runbook_url"].as_str().unwrap_or_else(|| panic!("{name}: no runbook_url"));
+        let section = url.strip_prefix(RUNBOOKS).unwrap_or_else(|| panic!("{name}: {url} is not in {RUNBOOKS}"));
+        assert!(headings.contains(section), "{name}: docs/operations.md has no heading with the anchor #{section}");
+        assert_eq!(section, anchor(name), "{name}: its runbook is the section named after it");
+    }
+    let exprs: String = rules.iter().filter_map(|r| r["expr"].as_str()).collect::<Vec<_>>().join("\n");
+    for metric in ["neuron_dra_operator_leader", "process_resident_memory_bytes", "neuron_dra_operator_build_info"] {
+        assert!(exprs.contains(metric), "no alert on {metric}");
+    }
+    // The check is real: a heading that is not there is not found.
+    assert!(!headings.contains("neurondranosuchalert") && headings.contains(&anchor("Alerts")));
 }

@@ -1,10 +1,12 @@
 //! The release (docs/release.md), as `make release-check` builds it into target/release-check-dist: the same steps
 //! as `make release` with unoptimised binaries and no SBOM. The operator image's archive holds one image per
-//! architecture, each with its static binary, non-root user, entrypoint and OCI labels; the amd64 binary runs; the
-//! chart package lints and renders the image every install path names; the bundle image carries that image too; the
-//! checksums hold.
+//! architecture, each with its static binary, non-root user, entrypoint and OCI labels; the amd64 binary runs; each
+//! image carries the project's licence and the third-party notices of every crate its binary embeds (cargo-auditable's
+//! dependency list, read from the binary); the chart package lints and renders the image every install path names;
+//! the bundle image carries that image too; the checksums hold.
 //!
-//! `#[ignore]`d ("needs make release-check"): `make release-check` builds the release, then runs this.
+//! `#[ignore]`d ("needs make release-check"): `make release-check` builds the release, then runs this. The release
+//! workflow runs it on `make release`'s dist/ too (`NEURON_DRA_RELEASE_DIR`), before anything is published.
 
 mod support {
     pub mod cluster;
@@ -12,6 +14,7 @@ mod support {
     pub mod tools;
 }
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -25,7 +28,8 @@ const BINARY: &str = "neuron-dra-operator";
 const USER: &str = "65532:65532";
 
 fn out_dir() -> PathBuf {
-    let dir = repo("target/release-check-dist");
+    let dir =
+        std::env::var_os("NEURON_DRA_RELEASE_DIR").map_or_else(|| repo("target/release-check-dist"), PathBuf::from);
     assert!(dir.join("SHA256SUMS").exists(), "no release in {}: run `make release-check`", dir.display());
     dir
 }
@@ -169,16 +173,82 @@ fn the_bundle_image_names_the_released_image_and_the_checksums_hold() {
 
     let sums = std::fs::read_to_string(out.join("SHA256SUMS")).unwrap();
     let listed: Vec<&str> = sums.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
-    assert_eq!(
-        listed,
-        [
-            format!("{BINARY}-{VERSION}.oci.tar"),
-            format!("{BINARY}-bundle-v{VERSION}.oci.tar"),
-            format!("{BINARY}-{VERSION}.tgz")
-        ],
-        "SHA256SUMS lists the release's files"
-    );
+    let mut files = vec![
+        format!("{BINARY}-{VERSION}.oci.tar"),
+        format!("{BINARY}-bundle-v{VERSION}.oci.tar"),
+        format!("{BINARY}-{VERSION}.tgz"),
+    ];
+    // `make release` writes the SBOM too; `make release-check` does not.
+    let sbom = format!("{BINARY}-{VERSION}.sbom.cdx.json");
+    if out.join(&sbom).exists() {
+        files.push(sbom);
+    }
+    assert_eq!(listed, files, "SHA256SUMS lists the release's files");
     sh("sha256sum", &["--check", "--quiet", "SHA256SUMS"], &out);
+}
+
+/// The crates `name version` the notices list (their first section).
+fn noticed_crates(notices: &str) -> BTreeSet<String> {
+    let (_, listed) = notices.split_once("CRATES (name version licence repository)\n\n").expect("a crate list");
+    let listed = listed.split("\n\n").next().unwrap();
+    listed.lines().map(|line| line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")).collect()
+}
+
+/// The dependency list cargo-auditable embeds in a binary: its `.dep-v0` section (zlib-compressed JSON), cut out with
+/// objcopy (as generic little-endian ELF, so the host's binutils read the other architecture's binary too) and
+/// inflated with Python's zlib. Each package as `name version` with whether it is a build-time one.
+fn embedded_crates(binary: &Path, dir: &Path) -> Vec<(String, bool)> {
+    let section = dir.join("dep-v0.zlib");
+    let dump = format!(".dep-v0={}", section.display());
+    let (binary, scratch) = (binary.to_str().unwrap(), dir.join("scratch.o"));
+    let args = ["-I", "elf64-little", "-O", "elf64-little", "--dump-section", &dump, binary, scratch.to_str().unwrap()];
+    sh("objcopy", &args, dir);
+    let inflate = "import sys, zlib; sys.stdout.write(zlib.decompress(open(sys.argv[1], 'rb').read()).decode())";
+    let json: Value = serde_json::from_str(&sh("python3", &["-c", inflate, section.to_str().unwrap()], dir)).unwrap();
+    let packages = json["packages"].as_array().expect("cargo-auditable's format: a packages list");
+    packages
+        .iter()
+        .map(|p| {
+            let name = format!("{} {}", p["name"].as_str().unwrap(), p["version"].as_str().unwrap());
+            (name, p["kind"] == "build")
+        })
+        .collect()
+}
+
+/// Each image carries the project's LICENSE and THIRD-PARTY-NOTICES (hack/notices.py); each binary was built with
+/// cargo-auditable, so scanners see its crates; and the two agree: every crate linked into the binary has its
+/// notice, and every noticed crate is one the binary was built from.
+#[test]
+#[ignore = "needs make release-check"]
+fn each_image_carries_the_notices_of_the_crates_its_binary_embeds() {
+    let layout = Layout::unpack(&out_dir().join(format!("{BINARY}-{VERSION}.oci.tar")), "release-notices");
+    let list = entry(&layout, &operator_image());
+    let licence = std::fs::read_to_string(repo("LICENSE")).unwrap();
+    for image in list["manifests"].as_array().unwrap() {
+        let arch = image["platform"]["architecture"].as_str().unwrap();
+        let manifest = layout.json(image["digest"].as_str().unwrap());
+        let root = layout.dir.join(format!("notices-{arch}"));
+        let shipped = layout.file(&manifest, "licenses/LICENSE", &root);
+        assert_eq!(std::fs::read_to_string(shipped).unwrap(), licence, "{arch}: /licenses/LICENSE");
+        let notices = std::fs::read_to_string(layout.file(&manifest, "licenses/THIRD-PARTY-NOTICES", &root)).unwrap();
+        assert!(notices.starts_with(&format!("THIRD-PARTY NOTICES of {BINARY} {VERSION}")), "{arch}");
+        assert!(notices.contains("Apache License") && notices.contains("Permission is hereby granted"), "{arch}");
+        let noticed = noticed_crates(&notices);
+
+        let embedded = embedded_crates(&layout.file(&manifest, BINARY, &root), &root);
+        assert!(embedded.contains(&(format!("{BINARY} {VERSION}"), false)), "{arch}: the operator is the root");
+        let linked: BTreeSet<String> = embedded
+            .iter()
+            .filter(|(name, build)| !build && !name.starts_with(BINARY))
+            .map(|(n, _)| n.clone())
+            .collect();
+        assert!(linked.len() > 100, "{arch}: only {} crates embedded", linked.len());
+        let unnoticed: Vec<&String> = linked.difference(&noticed).collect();
+        assert!(unnoticed.is_empty(), "{arch}: crates in the binary without a notice: {unnoticed:?}");
+        let all: BTreeSet<String> = embedded.into_iter().map(|(n, _)| n).collect();
+        let stray: Vec<&String> = noticed.difference(&all).collect();
+        assert!(stray.is_empty(), "{arch}: notices of crates the binary was not built from: {stray:?}");
+    }
 }
 
 /// The EKS guide's `skopeo copy --all`, from the release check's archive to a local OCI layout instead of ECR:

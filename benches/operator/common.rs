@@ -74,7 +74,8 @@ pub(crate) fn requests(operator: &Operator) -> BTreeMap<(String, String), u64> {
             |name: &str| line.split(&format!("{name}=\"")).nth(1).and_then(|r| r.split('"').next()).map(String::from);
         let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) as u64;
         if let (Some(verb), Some(resource)) = (field("verb"), field("resource")) {
-            out.insert((verb, resource), value);
+            // One series per status code: the sum is the requests sent.
+            *out.entry((verb, resource)).or_default() += value;
         }
     }
     out

@@ -71,3 +71,38 @@ fn kubeconfig_and_context_are_taken() {
     assert_eq!(args.connection().kubeconfig, Some(PathBuf::from("/etc/kube/config")));
     assert_eq!(args.connection().context.as_deref(), Some("prod"));
 }
+
+/// kube-scheduler's leader-election names and klog's `-v` mean what their Kubernetes counterparts mean.
+#[test]
+fn kube_leader_election_names_and_klog_verbosity_are_accepted() {
+    let kube = parse(&[
+        "--leader-elect-lease-duration=30s",
+        "--leader-elect-resource-name",
+        "ndo",
+        "--leader-elect-resource-namespace=ops",
+    ])
+    .unwrap();
+    let ours = parse(&["--lease-duration", "30s", "--lease-name=ndo", "--lease-namespace", "ops"]).unwrap();
+    for args in [kube, ours] {
+        assert_eq!((args.lease_duration, args.lease_name.as_str()), (Duration::from_secs(30), "ndo"));
+        assert_eq!(args.lease_namespace, "ops");
+    }
+    assert!(parse(&["--leader-elect-lease-duration=1s"]).is_err(), "the same checks");
+
+    let filter = |args: &[&str]| parse(args).unwrap().log_filter();
+    assert_eq!(filter(&[]), None, "RUST_LOG, else info");
+    assert_eq!(filter(&["-v", "0"]).as_deref(), Some("info,kube_lease_manager=warn"));
+    let debug = Some("info,kube_lease_manager=warn,neuron_dra_operator=debug");
+    assert_eq!(filter(&["-v=2"]).as_deref(), debug);
+    assert_eq!(filter(&["-v4"]).as_deref(), debug);
+    assert_eq!(filter(&["--v=4"]).as_deref(), debug);
+    assert_eq!(filter(&["-v", "6"]).as_deref(), Some("debug,neuron_dra_operator=trace"));
+    assert_eq!(filter(&["--log-level=warn"]).as_deref(), Some("warn"));
+    assert!(parse(&["-v", "2", "--log-level", "debug"]).is_err(), "one or the other");
+    assert!(parse(&["-v", "high"]).is_err());
+    // Each filter is one tracing accepts.
+    for level in [0, 3, 9] {
+        let directives = filter(&["-v", &level.to_string()]).unwrap();
+        tracing_subscriber::EnvFilter::try_new(&directives).unwrap();
+    }
+}

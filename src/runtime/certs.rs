@@ -22,18 +22,22 @@ pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 /// The TLS configuration of `/metrics`, and where it came from.
 pub struct MetricsCertificate {
     pub config: Arc<rustls::ServerConfig>,
+    /// Whether HTTP/2 is offered (`--enable-http2`); off, TLS negotiates HTTP/1.1 only.
+    pub http2: bool,
     /// The directory and the files the config was made from; None for a self-signed certificate.
     source: Option<(PathBuf, Files)>,
 }
 
 impl MetricsCertificate {
     /// The directory's certificate, or a self-signed one made now; an unreadable or mismatched pair is an error.
-    pub fn load(cert_dir: Option<&Path>) -> anyhow::Result<Self> {
+    /// `http2`: offer HTTP/2 in the TLS handshake (ALPN `h2`) besides HTTP/1.1.
+    pub fn load(cert_dir: Option<&Path>, http2: bool) -> anyhow::Result<Self> {
         let Some(dir) = cert_dir else {
-            return Ok(Self { config: server_config(self_signed()?)?, source: None });
+            return Ok(Self { config: server_config(self_signed()?, http2)?, http2, source: None });
         };
         let files = read_files(dir)?;
-        Ok(Self { config: server_config(parse(dir, &files)?)?, source: Some((dir.to_path_buf(), files)) })
+        let config = server_config(parse(dir, &files)?, http2)?;
+        Ok(Self { config, http2, source: Some((dir.to_path_buf(), files)) })
     }
 
     /// Keeps `target` on the directory's current certificate: every `RELOAD_INTERVAL`, files whose bytes changed
@@ -45,6 +49,7 @@ impl MetricsCertificate {
     }
 
     async fn keep_fresh_every(self, interval: Duration, target: axum_server::tls_rustls::RustlsConfig) {
+        let http2 = self.http2;
         let Some((dir, mut loaded)) = self.source else { return };
         // A pair that did not load is not tried again until its files change.
         let mut refused = None;
@@ -58,7 +63,7 @@ impl MetricsCertificate {
                     continue;
                 }
             };
-            match parse(&dir, &files).and_then(server_config) {
+            match parse(&dir, &files).and_then(|certificate| server_config(certificate, http2)) {
                 Ok(config) => {
                     target.reload_from_config(config);
                     (loaded, refused) = (files, None);
@@ -98,7 +103,10 @@ fn parse(dir: &Path, (cert, key): &Files) -> anyhow::Result<Certificate> {
     Ok((certs, key))
 }
 
-fn server_config((certs, key): Certificate) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+/// The TLS configuration of a certificate. HTTP/2 is offered only when asked: its stream multiplexing is what the
+/// rapid-reset attacks (CVE-2023-44487, CVE-2023-39325) abuse, and a scrape needs none of it, so HTTP/1.1 is the
+/// default, as controller-runtime's `--enable-http2=false`.
+fn server_config((certs, key): Certificate, http2: bool) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     // ring: the provider kube's own rustls already uses, so there is no process-wide default to pick.
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -106,8 +114,13 @@ fn server_config((certs, key): Certificate) -> anyhow::Result<Arc<rustls::Server
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .context("the metrics certificate and key do not match")?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn(http2);
     Ok(Arc::new(config))
+}
+
+/// The application protocols offered in the handshake, preferred first.
+fn alpn(http2: bool) -> Vec<Vec<u8>> {
+    if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] }
 }
 
 fn self_signed() -> anyhow::Result<Certificate> {

@@ -2,12 +2,15 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
+use kube::client::ClientBuilder;
 use kube::client::retry::RetryPolicy;
-use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::buffer::BufferLayer;
@@ -57,16 +60,56 @@ pub async fn counted_client(connection: &Connection, metrics: Arc<Metrics>) -> a
     let mut config = connection.config().await?;
     config.default_retry = false;
     let policy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(5), RETRIES, true)?;
-    let count = tower::util::MapRequestLayer::new(move |request: http::Request<Body>| {
-        metrics.record_request(&request);
-        request
-    });
+    let count = CountLayer(metrics);
     Ok(ClientBuilder::try_from(config)?
         // The retry layer clones the service it wraps; a buffer makes the boxed stack clonable.
         .with_layer(&BufferLayer::new(1024))
         .with_layer(&RetryLayer::new(policy))
         .with_layer(&count)
         .build())
+}
+
+/// A client layer that counts each request in `api_requests` once its answer (or the lack of one) is known. Outside
+/// the retry layer, a request retried after a 429 counts once, with the code it finally got.
+#[derive(Clone)]
+pub struct CountLayer(pub Arc<Metrics>);
+
+impl<S> tower::Layer<S> for CountLayer {
+    type Service = Count<S>;
+    fn layer(&self, inner: S) -> Count<S> {
+        Count { inner, metrics: self.0.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct Count<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for Count<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let (method, uri) = (request.method().clone(), request.uri().clone());
+        let metrics = self.metrics.clone();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            metrics.record_request(&method, &uri, answer.as_ref().ok().map(|response| response.status()));
+            answer
+        })
+    }
 }
 
 /// The CRD `run` checks before it starts.
@@ -98,3 +141,6 @@ pub fn brief(error: &kube::Error) -> String {
 pub fn refusal(status: &kube::core::Status) -> String {
     format!("{} ({} {})", status.message, status.code, status.reason)
 }
+
+#[cfg(test)]
+mod tests;

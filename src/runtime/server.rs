@@ -99,8 +99,11 @@ pub async fn serve_metrics(
         stopper.graceful_shutdown(Some(Duration::from_secs(5)));
     });
     let config = axum_server::tls_rustls::RustlsConfig::from_config(tls.config.clone());
-    let renewals = tokio::spawn(tls.keep_fresh(config.clone()));
-    let served = axum_server::from_tcp_rustls(listener, config)?.handle(handle).serve(app.into_make_service()).await;
+    let server = axum_server::from_tcp_rustls(listener, config.clone())?.handle(handle);
+    // Without --enable-http2 a client that sends HTTP/2 anyway (prior knowledge, no ALPN) is refused too.
+    let server = if tls.http2 { server } else { server.http1_only() };
+    let renewals = tokio::spawn(tls.keep_fresh(config));
+    let served = server.serve(app.into_make_service()).await;
     renewals.abort();
     served
 }

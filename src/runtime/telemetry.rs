@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use crate::api::{NeuronDRAConfigStatus, TeamStatus, TemplateCapacity};
 use crate::logic::validate::ValidatedConfig;
-use kube::client::Body;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -166,7 +165,8 @@ impl Metrics {
         r.metric("reconcile_errors", "Failed reconciles by error category", &self.reconcile_errors);
         r.metric("reconcile_duration_seconds", "Time one reconcile takes", &self.reconcile_duration);
         r.config_gauge("managed_objects", "Objects a config owns", &self.managed_objects);
-        let requests_help = "Requests this process sent to the API server, by verb and resource";
+        let requests_help =
+            "Requests this process sent to the API server, by verb, resource and the status code of the answer";
         r.metric("api_requests", requests_help, &self.api_requests);
     }
 
@@ -303,9 +303,9 @@ impl Metrics {
         self.record_teams(config, &status.teams);
     }
 
-    /// Counts one outgoing API request.
-    pub fn record_request(&self, request: &http::Request<Body>) {
-        self.api_requests.get_or_create(&classify_request(request.method(), request.uri())).inc();
+    /// Counts one API request by its verb, resource and the status code of its answer (None: no answer came).
+    pub fn record_request(&self, method: &http::Method, uri: &http::Uri, status: Option<http::StatusCode>) {
+        self.api_requests.get_or_create(&classify_request(method, uri, status)).inc();
     }
 }
 
@@ -361,6 +361,6 @@ fn build_info() -> Info<Vec<(&'static str, &'static str)>> {
 
 mod process;
 mod requests;
-pub use requests::{RequestLabels, classify_request};
+pub use requests::{NO_ANSWER, RequestLabels, classify_request};
 #[cfg(test)]
 mod tests;

@@ -253,7 +253,7 @@ async fn metrics_and_events_report_the_work() {
         "neuron_dra_operator_reconciles_total",
         "neuron_dra_operator_reconcile_duration_seconds_bucket",
         "neuron_dra_operator_managed_objects",
-        "neuron_dra_operator_api_requests_total{verb=\"create\",resource=\"resourceclaimtemplates\"}",
+        "neuron_dra_operator_api_requests_total{verb=\"create\",resource=\"resourceclaimtemplates\",code=\"201\"}",
     ] {
         assert!(metrics.contains(family), "{family} missing:\n{metrics}");
     }

@@ -69,3 +69,39 @@ changes SPEC. */}}
 {{- end -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The operator image: image.repository with its registry replaced by global.imageRegistry when that is set (the first
+path element is a registry when it has a dot or a port, or is localhost, as container runtimes read it), then
+@image.digest when set, else :image.tag (default the chart's appVersion).
+*/}}
+{{- define "neuron-dra-operator.image" -}}
+{{- $repository := .Values.image.repository -}}
+{{- $registry := (.Values.global).imageRegistry | default "" | trimSuffix "/" -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $repository -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- $repository = printf "%s/%s" $registry (join "/" $parts) -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The Secret whose tls.crt and tls.key /metrics presents and whose ca.crt Prometheus verifies them against:
+metrics.certSecret (cert-manager's, say); else, with the ServiceMonitor on, the chart's own (metrics-cert.yaml);
+else none (a self-signed certificate made at start, which nothing can verify).
+*/}}
+{{- define "neuron-dra-operator.metricsCertSecret" -}}
+{{- if .Values.metrics.certSecret -}}
+{{- .Values.metrics.certSecret -}}
+{{- else if .Values.metrics.serviceMonitor.enabled -}}
+{{- include "neuron-dra-operator.fullname" . }}-metrics-cert
+{{- end -}}
+{{- end }}

@@ -1,4 +1,5 @@
-//! The labels of `api_requests`: the verb and resource of each request the client sends.
+//! The labels of `api_requests`: the verb and resource of each request the client sends and the status code of its
+//! answer (`runtime::client` counts them).
 
 use prometheus_client::encoding::EncodeLabelSet;
 
@@ -8,11 +9,17 @@ pub struct RequestLabels {
     pub verb: String,
     /// Plural resource, with `/status` for the status subresource.
     pub resource: String,
+    /// The HTTP status code of the answer (`200`, `404`, `409`, `429`), after the client's retries; `error` when no
+    /// answer came (connection refused or reset, TLS, timeout).
+    pub code: String,
 }
 
+/// The `code` of a request that got no HTTP answer.
+pub const NO_ANSWER: &str = "error";
+
 /// Verb and resource of a request, from its method and path
-/// (`/api/v1/namespaces/ns/pods/name/status`, `/apis/group/version/resource`).
-pub fn classify_request(method: &http::Method, uri: &http::Uri) -> RequestLabels {
+/// (`/api/v1/namespaces/ns/pods/name/status`, `/apis/group/version/resource`), and the code of its answer.
+pub fn classify_request(method: &http::Method, uri: &http::Uri, status: Option<http::StatusCode>) -> RequestLabels {
     let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
     let rest = match segments.first() {
         Some(&"api") => segments.get(2..).unwrap_or_default(),
@@ -37,5 +44,6 @@ pub fn classify_request(method: &http::Method, uri: &http::Uri) -> RequestLabels
         http::Method::DELETE => "delete",
         _ => "other",
     };
-    RequestLabels { verb: verb.into(), resource }
+    let code = status.map_or_else(|| NO_ANSWER.to_string(), |status| status.as_str().to_string());
+    RequestLabels { verb: verb.into(), resource, code }
 }

@@ -1,7 +1,7 @@
 use super::*;
 
 fn classify(method: http::Method, uri: &str) -> (String, String) {
-    let labels = classify_request(&method, &uri.parse().unwrap());
+    let labels = classify_request(&method, &uri.parse().unwrap(), None);
     (labels.verb, labels.resource)
 }
 
@@ -127,23 +127,25 @@ fn team_gauges_follow_the_listed_teams_and_go_with_the_config() {
 }
 
 #[test]
-fn requests_are_counted_by_verb_and_resource() {
+fn requests_are_counted_by_verb_resource_and_status_code() {
     let metrics = Metrics::default();
-    let request = |method: http::Method, uri: &str| {
-        let mut r = http::Request::new(Body::empty());
-        *r.method_mut() = method;
-        *r.uri_mut() = uri.parse().unwrap();
-        r
-    };
-    metrics.record_request(&request(http::Method::GET, "/api/v1/nodes"));
-    metrics.record_request(&request(http::Method::PATCH, "/apis/apps/v1/namespaces/a/daemonsets/x"));
-    metrics.record_request(&request(http::Method::PUT, "/apis/coordination.k8s.io/v1/namespaces/a/leases/l"));
+    let uri = |uri: &str| uri.parse::<http::Uri>().unwrap();
+    metrics.record_request(&http::Method::GET, &uri("/api/v1/nodes"), Some(http::StatusCode::OK));
+    let daemonset = uri("/apis/apps/v1/namespaces/a/daemonsets/x");
+    metrics.record_request(&http::Method::PATCH, &daemonset, Some(http::StatusCode::CONFLICT));
+    metrics.record_request(&http::Method::PATCH, &daemonset, Some(http::StatusCode::OK));
+    metrics.record_request(&http::Method::PATCH, &daemonset, Some(http::StatusCode::OK));
+    let lease = uri("/apis/coordination.k8s.io/v1/namespaces/a/leases/l");
+    metrics.record_request(&http::Method::PUT, &lease, None);
     let text = metrics.encode();
-    assert!(text.contains("neuron_dra_operator_api_requests_total{verb=\"list\",resource=\"nodes\"} 1"));
-    assert!(text.contains("neuron_dra_operator_api_requests_total{verb=\"update\",resource=\"leases\"} 1"));
-    assert!(
-        metrics.encode().contains("neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\"} 1")
-    );
+    for series in [
+        "neuron_dra_operator_api_requests_total{verb=\"list\",resource=\"nodes\",code=\"200\"} 1",
+        "neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\",code=\"409\"} 1",
+        "neuron_dra_operator_api_requests_total{verb=\"patch\",resource=\"daemonsets\",code=\"200\"} 2",
+        "neuron_dra_operator_api_requests_total{verb=\"update\",resource=\"leases\",code=\"error\"} 1",
+    ] {
+        assert!(text.contains(series), "{series} in\n{text}");
+    }
 }
 
 /// The value of an unlabelled series in the metrics text.
