@@ -29,6 +29,9 @@ FLEETS=(demo-trn2 demo-trn1 demo-us)
 # What the demo started itself, so that `down` stops only that (files in ${STATE}).
 STARTED_CONTROLPLANE="${STATE}/started-controlplane"
 STARTED_NODE="${STATE}/started-node"
+# The sample's driver namespace, which the operator creates and, being shared, never deletes.
+DRIVER_NAMESPACE=neuron-dra-driver
+CREATED_DRIVER_NAMESPACE="${STATE}/created-driver-namespace"
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -48,6 +51,9 @@ stop_demo_processes() {
 remove_demo_objects() {
   kubectl delete namespace "${NAMESPACES[@]}" --ignore-not-found --wait=true --timeout=120s >/dev/null
   kubectl delete ndc "${CONFIG}" --ignore-not-found --wait=true --timeout=120s >/dev/null
+  if [[ -f "${CREATED_DRIVER_NAMESPACE}" ]]; then
+    kubectl delete namespace "${DRIVER_NAMESPACE}" --ignore-not-found --wait=true --timeout=120s >/dev/null
+  fi
   local fleet
   for fleet in "${FLEETS[@]}"; do "${DEVTOOLS}" simulate clear --prefix "${fleet}" >/dev/null; done
   stop_demo_processes
@@ -139,6 +145,9 @@ for ns in team-a team-b ml-research; do
   kubectl create namespace "${ns}" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 done
 kubectl label namespace ml-research neurondra.io/templates=enabled --overwrite >/dev/null
+if [[ ! -f "${CREATED_DRIVER_NAMESPACE}" ]] && ! kubectl get namespace "${DRIVER_NAMESPACE}" >/dev/null 2>&1; then
+  touch "${CREATED_DRIVER_NAMESPACE}"
+fi
 kubectl apply -f "${ROOT}/samples/mixed.yaml"
 if ((NODES > 0)); then
   # No registry is reachable here: the real node runs the stand-in plugin (docs/standin-plugin.md), built and

@@ -37,6 +37,18 @@ fn node_sh(args: &[&str]) -> bool {
     }
 }
 
+/// Starts node-2 again when dropped, should the test stop it: the real-node tests after this one need both nodes,
+/// whether or not this one passed.
+struct SecondNode(bool);
+
+impl Drop for SecondNode {
+    fn drop(&mut self) {
+        let started = !self.0 || node_sh(&["status", "node-2"]) || node_sh(&["up", "node-2"]);
+        // A second panic while the test's own unwinds would abort the run: node_sh has printed why.
+        assert!(started || std::thread::panicking(), "starting node-2 again");
+    }
+}
+
 /// The names of `kind` (cluster-scoped, or across all namespaces), sorted.
 fn names(kind: &str) -> Vec<String> {
     let listed = kubectl(&["get", kind, "-A", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}"]);
@@ -61,8 +73,8 @@ fn make_demo_tells_its_story_and_demo_down_leaves_the_cluster_as_found() {
     // The demo runs on one real node, as a newcomer's machine has: the local nodes share the host's network
     // (docs/local-node.md), so a second node's plugin pod would find the first one's ports taken. node-2 is
     // stopped for the demo and started again after it.
-    let second_node = node_sh(&["status", "node-2"]);
-    if second_node {
+    let second_node = SecondNode(node_sh(&["status", "node-2"]));
+    if second_node.0 {
         assert!(node_sh(&["down", "node-2"]), "stopping node-2 (and its Node)");
     }
     let before = (names("namespaces"), names("nodes"), names("neurondraconfigs"), names("clusterrolebindings"));
@@ -115,7 +127,8 @@ fn make_demo_tells_its_story_and_demo_down_leaves_the_cluster_as_found() {
     assert!(ok, "make demo-down failed:\n{printed}");
     let after = (names("namespaces"), names("nodes"), names("neurondraconfigs"), names("clusterrolebindings"));
     // Namespaces that were terminating before may be gone; nothing the demo added is left.
-    assert!(after.0.iter().all(|n| before.0.contains(n)), "namespaces left: {:?} (before: {:?})", after.0, before.0);
+    let added: Vec<&String> = after.0.iter().filter(|n| !before.0.contains(n)).collect();
+    assert!(added.is_empty(), "namespaces the demo left: {added:?}");
     assert_eq!(after.1, before.1, "nodes");
     assert_eq!(after.2, before.2, "configs");
     assert_eq!(after.3, before.3, "cluster role bindings");
@@ -131,7 +144,5 @@ fn make_demo_tells_its_story_and_demo_down_leaves_the_cluster_as_found() {
     // The demo applied the install as shipped (with its stand-in image allowed); the tests' allow-list back, and
     // the second node.
     cluster::allow_test_drivers();
-    if second_node {
-        assert!(node_sh(&["up", "node-2"]), "starting node-2 again");
-    }
+    drop(second_node);
 }
