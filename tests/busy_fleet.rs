@@ -18,6 +18,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use neuron_dra_operator::api::TemplateRequest;
 use neuron_dra_operator::devtools::simulate::TaintEffect;
+use neuron_dra_operator::logic::build::Allocator;
 use serde_json::{Value, json};
 use support::allocation::{self, Promise, create_pod, workload_pod};
 use support::fleet::Fleet;
@@ -31,7 +32,15 @@ const BIND_WITHIN: Duration = Duration::from_secs(60);
 /// Whether the server's scheduler searches combinations (1.36 and later), where a count of 16 stays a count.
 async fn searches_combinations(f: &Fleet) -> bool {
     let version = f.scenario.client.apiserver_version().await.unwrap();
-    version.minor.trim_end_matches('+').parse::<u32>().unwrap() >= 36
+    Allocator::of_version(&version.minor) == Some(Allocator::Combinations)
+}
+
+/// The fleet's node affinity, and one pod of `job` per node, as the workers of one job are placed.
+fn one_per_node(f: &Fleet, job: &str) -> Value {
+    let mut affinity = f.pod_affinity();
+    affinity["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"job": job}}, "topologyKey": "kubernetes.io/hostname"}]});
+    affinity
 }
 
 /// Another team's claim holding `device` of `node` (as its small job would), allocated directly: the scheduler
@@ -73,9 +82,7 @@ async fn templates(f: &Fleet, profiles: Value) -> String {
 /// pod's device count.
 async fn bind_all(f: &Fleet, namespace: &str, template: &str, promise: &Promise) -> (Duration, Vec<usize>) {
     let client = &f.scenario.client;
-    let mut affinity = f.pod_affinity();
-    affinity["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "labelSelector": {"matchLabels": {"job": template}}, "topologyKey": "kubernetes.io/hostname"}]});
+    let affinity = one_per_node(f, template);
     let started = Instant::now();
     for i in 0..PODS {
         let mut pod = workload_pod(&format!("{template}-{i}"), template, &affinity);
@@ -181,10 +188,7 @@ async fn a_tainted_device_or_a_held_efa_keeps_a_whole_node_off_that_node_only() 
     let mut nodes = Vec::new();
     for i in 0..FREE {
         let name = format!("node-efa-{i}");
-        let mut affinity = f.pod_affinity();
-        affinity["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"job": "node-efa"}}, "topologyKey": "kubernetes.io/hostname"}]});
-        let mut pod = workload_pod(&name, "node-efa", &affinity);
+        let mut pod = workload_pod(&name, "node-efa", &one_per_node(&f, "node-efa"));
         pod["metadata"]["labels"]["job"] = json!("node-efa");
         create_pod(client, &namespace, &pod).await;
         let scheduled = allocation::wait_scheduled(client, &namespace, &name).await;
