@@ -104,9 +104,8 @@ NEWEST_TESTS := --test apiserver --test controller --test health --test allocati
 ## The tests that run containers on the real nodes (ignored by a plain `cargo test`): all of them on the oldest
 ## release (with `make demo` and `make demo-down` end to end, tests/real_node_demo.rs), the kubelet's side (plugin,
 ## pods, rollout, remediation, faults on two nodes) on the newest.
-## tests/real_node_workloads.rs is left out for now: it passed beside one node and timed out in the full run
-## (its fallback pod never launched); run it with `make test-node NODE_TESTS="--test real_node_workloads"`.
-NODE_TESTS := --test lab_network --test real_node --test real_node_install --test real_node_faults --test real_node_demo
+NODE_TESTS := --test lab_network --test real_node --test real_node_install --test real_node_faults --test real_node_demo \
+  --test real_node_workloads
 NODE_TESTS_NEWEST := --test real_node --test real_node_faults
 
 ## Everything: lint, then unit and integration tests against a real local control plane of each end of the

@@ -299,8 +299,7 @@ start() {
 start_forward() {
   local port
   port="$(sed -E 's/.*:([0-9]+)$/\1/' "${STATE_DIR}/apiserver.url")"
-  # Always the host's namespace (pid 1's), also when `up` itself runs inside the lab.
-  setsid nohup nsenter --net=/proc/1/ns/net -- python3 "${REPO_ROOT}/hack/lib/forward.py" "${port}" "${LAB_NETNS_PATH}" "${port}" </dev/null \
+  setsid nohup python3 "${REPO_ROOT}/hack/lib/forward.py" "${port}" "${LAB_NETNS_PATH}" "${port}" </dev/null \
     >>"${STATE_DIR}/forward.log" 2>&1 9>&- &
   echo $! >"${STATE_DIR}/forward.pid"
 }
@@ -472,12 +471,15 @@ cmd_up() {
       print_export
       return 0
     fi
+    # The forward a new start makes belongs in the host's namespace (hack/lib/lab.sh).
+    ! in_lab || die "run 'up' from the host's network namespace, not inside the lab (${LAB_NETNS})"
     log "removing stale ${STATE_DIR}"
     stop_nodes
     stop_all
     rm -rf "${STATE_DIR}"
     lab_down
   fi
+  ! in_lab || die "run 'up' from the host's network namespace, not inside the lab (${LAB_NETNS})"
   lab_up
   mkdir -p "${STATE_DIR}"
   echo "${KUBE_VERSION}" >"${STATE_DIR}/version"

@@ -22,8 +22,6 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=hack/lib/ports.sh
-source "${REPO_ROOT}/hack/lib/ports.sh"
 # shellcheck source=hack/lib/lab.sh
 source "${REPO_ROOT}/hack/lib/lab.sh"
 CP_STATE="${REPO_ROOT}/target/controlplane"

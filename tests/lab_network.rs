@@ -1,5 +1,5 @@
 //! The local cluster keeps to network namespaces of its own (docs/local-node.md "Addresses"): a node brought up and
-//! down leaves the host's namespace (pid 1's) with the same links, addresses, routes and iptables rules, and while
+//! down leaves the host's namespace with the same links, addresses, routes and iptables rules, and while
 //! it runs a pod, serves `kubectl logs` and `exec`, and answers a kubectl on the host (through the loopback forward),
 //! every TCP connection of the host's namespace goes to 127.0.0.0/8.
 //!
@@ -25,10 +25,18 @@ use support::node;
 const NODE: &str = "node-9";
 const NAMESPACE: &str = "lab-network";
 
-/// `CMD ARGS` in the host's network namespace (pid 1's), whichever namespace the test runs in.
+/// A process in the host's network namespace: the control plane's loopback forward, the one process of the lab
+/// that lives there (`make test` runs this test inside the lab's namespace).
+fn host_pid() -> u32 {
+    let pid = std::fs::read_to_string(repo("target/controlplane/forward.pid")).expect("the control plane's forward");
+    pid.trim().parse().expect("a pid")
+}
+
+/// `CMD ARGS` in the host's network namespace, whichever namespace the test runs in.
 fn in_host(cmd: &str, args: &[&str]) -> String {
     let out = Command::new("nsenter")
-        .args(["--net=/proc/1/ns/net", "--", cmd])
+        .arg(format!("--net=/proc/{}/ns/net", host_pid()))
+        .args(["--", cmd])
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -96,11 +104,11 @@ fn loopback(ip: IpAddr) -> bool {
     }
 }
 
-/// The remote ends of the host namespace's TCP sockets that are not listening (state 0A), read from pid 1's view.
-fn host_connections() -> Vec<(IpAddr, u16)> {
+/// The remote ends of the TCP sockets of the namespace of `pid` that are not listening (state 0A).
+fn connections(pid: u32) -> Vec<(IpAddr, u16)> {
     let mut remotes = Vec::new();
-    for table in ["/proc/1/net/tcp", "/proc/1/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else { continue };
+    for table in ["tcp", "tcp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else { continue };
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             if fields.len() > 3 && fields[3] != "0A" {
@@ -111,7 +119,7 @@ fn host_connections() -> Vec<(IpAddr, u16)> {
     remotes
 }
 
-/// Samples the host's TCP connections every 20 ms until stopped; returns every remote end seen.
+/// Samples the host namespace's TCP connections every 20 ms until stopped; returns every remote end seen.
 struct Sampler {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Vec<(IpAddr, u16)>>,
@@ -121,10 +129,11 @@ impl Sampler {
     fn start() -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let host = host_pid();
         let thread = std::thread::spawn(move || {
             let mut seen = Vec::new();
             while !flag.load(Ordering::Relaxed) {
-                for remote in host_connections() {
+                for remote in connections(host) {
                     if !seen.contains(&remote) {
                         seen.push(remote);
                     }
@@ -165,9 +174,9 @@ impl Drop for NodeGuard {
     }
 }
 
-/// The lines of `/proc/1/mountinfo` and the network namespaces that name the node: what `down` must remove.
+/// The lines of `/proc/self/mountinfo` and the network namespaces that name the node: what `down` must remove.
 fn node_leftovers() -> Vec<String> {
-    let mounts = std::fs::read_to_string("/proc/1/mountinfo").unwrap();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let needle = format!("/{NODE}");
     let mut left: Vec<String> = mounts.lines().filter(|l| l.contains(&needle)).map(str::to_string).collect();
     left.extend(in_host("ip", &["netns", "list"]).lines().filter(|l| l.contains(NODE)).map(str::to_string));

@@ -18,6 +18,9 @@ LAB_ADDRESS="10.243.0.1"
 
 lab_exists() { [[ -e "${LAB_NETNS_PATH}" ]]; }
 
+# in_lab: whether this process already runs in the lab's namespace.
+in_lab() { lab_exists && [[ "$(stat -L -c %i /proc/self/ns/net)" == "$(stat -L -c %i "${LAB_NETNS_PATH}")" ]]; }
+
 # lab_exec CMD...: CMD in the lab's network namespace (only that one: mounts and processes stay the host's).
 lab_exec() { nsenter --net="${LAB_NETNS_PATH}" -- "$@"; }
 
