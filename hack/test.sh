@@ -23,6 +23,15 @@ KUBECONFIG_LOCAL="${PWD}/target/controlplane/kubeconfig"
 
 log() { echo "test: $*" >&2; }
 
+# timed STEP CMD...: CMD, then a line with the seconds it took (CONTRIBUTING.md's table of steps comes from these).
+timed() {
+  local step="$1" start=${SECONDS} rc=0
+  shift
+  "$@" || rc=$?
+  log "took $((SECONDS - start)) s: ${step}"
+  return "${rc}"
+}
+
 # Two background builds, each in its own process group (set -m) so that stop_background ends its go and cargo builds:
 #  - what the oldest phase's real nodes need (containerd, the images: the operator's static build, the plugin) at
 #    nice 10, while the control plane builds and the cluster tests run (they mostly wait on the API server);
@@ -39,6 +48,7 @@ trap stop_background EXIT
 
 # wait_background PID LOG WHAT: waits for one of them; a failure is not fatal here (the step that needs it builds
 # again in the foreground, where a failure stops the run with its error).
+# shellcheck disable=SC2317 # called through timed
 wait_background() {
   [[ -n "$1" ]] || return 0
   log "waiting for the background build of $3 ($2)"
@@ -61,30 +71,31 @@ set +m
 # `make lint`: format, clippy and the dependencies' licences first; the workflows after the Rust build, by when the
 # background build has usually built actionlint (hack/tools.sh locks each tool on its own, so this waits at most for
 # actionlint, never for the tools after it).
-CARGO="${CARGO}" hack/lint.sh rust licenses
+timed "lint (fmt, clippy, licences)" env CARGO="${CARGO}" hack/lint.sh rust licenses
 # Everything the tests run, built before any timing-sensitive test starts.
-"${CARGO}" test --locked --no-run
-hack/lint.sh workflows
+timed "cargo test --no-run" "${CARGO}" test --locked --no-run
+timed "lint (workflows)" hack/lint.sh workflows
 log "building containerd and the node images in the background (nice 10; target/node-build.log)"
 set -m
 nice -n 10 bash -c 'set -e; hack/node.sh build containerd; hack/images.sh build' >target/node-build.log 2>&1 &
 node_parts=$!
 set +m
 # The control plane and its kubelet in one go build (hack/controlplane.sh build).
-KUBE_VERSION="${KUBE_OLDEST}" hack/controlplane.sh build
-hack/tools.sh build promtool
+timed "Kubernetes ${KUBE_OLDEST} build" env KUBE_VERSION="${KUBE_OLDEST}" hack/controlplane.sh build
+timed "promtool" hack/tools.sh build promtool
 
 # phase VERSION CARGO_TEST_ARGS NODE_TESTS: one control plane, its tests, then the real-node tests on it.
 phase() {
   local version="$1" tests="$2" node_tests="$3" status=0
-  KUBE_VERSION="${version}" hack/controlplane.sh up
+  timed "${version}: control plane up" env KUBE_VERSION="${version}" hack/controlplane.sh up
   # Inside the lab's network namespace (hack/lab.sh), where the API server also reaches the webhook servers tests start.
   # shellcheck disable=SC2086 # the test lists are words
-  KUBECONFIG="${KUBECONFIG_LOCAL}" hack/lab.sh exec "${CARGO}" test --locked --no-fail-fast ${tests} -- --test-threads=4 ||
-    status=$?
-  wait_background "${node_parts}" target/node-build.log "containerd and the node images"
+  timed "${version}: cluster tests" env KUBECONFIG="${KUBECONFIG_LOCAL}" hack/lab.sh exec "${CARGO}" test --locked \
+    --no-fail-fast ${tests} -- --test-threads=4 || status=$?
+  timed "${version}: waiting for containerd and the node images" \
+    wait_background "${node_parts}" target/node-build.log "containerd and the node images"
   node_parts=""
-  make --no-print-directory test-node NODE_TESTS="${node_tests}" || status=$?
+  timed "${version}: real-node tests" make --no-print-directory test-node NODE_TESTS="${node_tests}" || status=$?
   hack/controlplane.sh down
   return "${status}"
 }
@@ -92,10 +103,11 @@ phase() {
 status=0
 phase "${KUBE_OLDEST}" "" "${NODE_TESTS}" || status=$?
 
-wait_background "${later}" target/background-build.log "the tools, Kueue and Kubernetes ${KUBE_NEWEST}"
+timed "waiting for the tools, Kueue and Kubernetes ${KUBE_NEWEST}" \
+  wait_background "${later}" target/background-build.log "the tools, Kueue and Kubernetes ${KUBE_NEWEST}"
 later=""
 # The release's fast subset, built and checked between the phases (no cluster; its binaries are built by now).
-make --no-print-directory release-check || status=$?
-KUBE_VERSION="${KUBE_NEWEST}" hack/controlplane.sh build
+timed "release check" make --no-print-directory release-check || status=$?
+timed "Kubernetes ${KUBE_NEWEST} build" env KUBE_VERSION="${KUBE_NEWEST}" hack/controlplane.sh build
 phase "${KUBE_NEWEST}" "${NEWEST_TESTS}" "${NODE_TESTS_NEWEST}" || status=$?
 exit "${status}"

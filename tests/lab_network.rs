@@ -191,7 +191,11 @@ fn a_node_leaves_the_host_namespace_unchanged_and_its_traffic_stays_on_loopback(
     let guard = NodeGuard;
     node_sh(&["up", NODE]);
     let with_node = host_network();
-    assert!(before == with_node, "the host's network changed when {NODE} came up:\n{}", difference(&before, &with_node));
+    assert!(
+        before == with_node,
+        "the host's network changed when {NODE} came up:\n{}",
+        difference(&before, &with_node)
+    );
 
     // A pod on the node, its logs and an exec: the API server reaches the kubelet, the kubelet the API server.
     let pod = format!(

@@ -105,9 +105,12 @@ pub async fn devices_free(client: &Client, node: &str) {
         let list = claims.list(&ListParams::default()).await.ok()?;
         let on_node = |claim: &ResourceClaim| {
             let terms = claim.status.as_ref()?.allocation.as_ref()?.node_selector.as_ref()?.node_selector_terms.clone();
-            Some(terms.iter().flat_map(|t| t.match_fields.iter().flatten()).any(|f| {
-                f.key == "metadata.name" && f.values.iter().flatten().any(|v| v == node)
-            }))
+            Some(
+                terms
+                    .iter()
+                    .flat_map(|t| t.match_fields.iter().flatten())
+                    .any(|f| f.key == "metadata.name" && f.values.iter().flatten().any(|v| v == node)),
+            )
         };
         (!list.items.iter().any(|c| on_node(c) == Some(true))).then_some(())
     })
