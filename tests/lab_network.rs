@@ -12,6 +12,7 @@ mod support {
 }
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::unix::fs::MetadataExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,11 +26,26 @@ use support::node;
 const NODE: &str = "node-9";
 const NAMESPACE: &str = "lab-network";
 
-/// A process in the host's network namespace: the control plane's loopback forward, the one process of the lab
-/// that lives there (`make test` runs this test inside the lab's namespace).
+/// The inode of a network namespace file (`/proc/<pid>/ns/net`, `/run/netns/<name>`): equal for the same namespace.
+fn namespace_of(path: &str) -> Option<u64> {
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+/// A process in the host's network namespace: this test's own when it runs there, else its nearest ancestor outside
+/// the lab's namespace (`make test` runs the tests inside it through `hack/lab.sh exec`, from a shell on the host).
+/// Every process of the lab itself, the loopback forward included once it has made its socket, is in the lab's.
 fn host_pid() -> u32 {
-    let pid = std::fs::read_to_string(repo("target/controlplane/forward.pid")).expect("the control plane's forward");
-    pid.trim().parse().expect("a pid")
+    let out = Command::new(repo("hack/lab.sh")).arg("name").output().expect("hack/lab.sh name");
+    let lab = namespace_of(&format!("/run/netns/{}", String::from_utf8_lossy(&out.stdout).trim()))
+        .expect("the lab's namespace: run the control plane first");
+    let mut pid = std::process::id();
+    while namespace_of(&format!("/proc/{pid}/ns/net")) == Some(lab) {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("an ancestor's stat");
+        // `pid (comm) state ppid ...`: comm may hold spaces, so the fields after its closing parenthesis.
+        pid = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1)?.parse().ok()).expect("a ppid");
+        assert!(pid > 1, "no ancestor of this test outside the lab's namespace");
+    }
+    pid
 }
 
 /// `CMD ARGS` in the host's network namespace, whichever namespace the test runs in.
