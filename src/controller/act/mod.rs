@@ -8,17 +8,16 @@ pub mod config;
 pub mod operands;
 pub mod pass;
 pub mod publish;
-pub mod report;
 
 use futures::future::join_all;
 
 use crate::api::labels::MANAGER;
 use crate::controller::Context;
-use crate::controller::plan::{Driver, NamespaceState, Plan, Step};
-use crate::logic::build::{Desired, Object, Stage};
+use crate::controller::pure::plan::{Driver, NamespaceState, Plan, Step};
+use crate::controller::pure::report::Report;
+use crate::logic::desired::{Desired, Object, Stage};
 use apply::shared_manager;
 use pass::Pass;
-use report::Report;
 
 /// Carries out `plan`: every write of one reconcile, and what each did.
 pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
@@ -52,7 +51,7 @@ pub async fn evict(plan: &Plan, step: &Step, ctx: &Context) -> Report {
     pass.report
 }
 
-/// The plugin's objects, stage by stage (`logic::build::Stage`): the Namespace first; then, at the same time, the
+/// The plugin's objects, stage by stage (`logic::desired::Stage`): the Namespace first; then, at the same time, the
 /// ServiceAccount, the binding of the plugin's rights and the DeviceClasses; the DaemonSet last, and only once the
 /// stages before it are written and the plugin's fences are in place (the plan says `Driver::Unfenced` otherwise,
 /// and the DaemonSet is kept as it is). Nothing goes into a namespace being deleted; what is there is kept until

@@ -97,14 +97,6 @@ impl Operand for TaintRuleView {
     }
 }
 
-/// `namespace/name`, or `name` for cluster-scoped objects.
-pub fn key<K: Resource>(object: &K) -> String {
-    match object.meta().namespace.as_deref() {
-        Some(ns) => format!("{ns}/{}", object.name_any()),
-        None => object.name_any(),
-    }
-}
-
 pub fn spec_hash(template: &ResourceClaimTemplate) -> Option<&String> {
     template.annotations().get(ANNOTATION_SPEC_HASH)
 }

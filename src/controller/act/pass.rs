@@ -14,12 +14,13 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::apply::{ApplyError, Outcome, shared_manager};
-use super::operands::{Operand, key, spec_hash};
-use super::report::{Report, Written};
+use super::apply::shared_manager;
+use super::operands::{Operand, spec_hash};
 use crate::api::labels::{LABEL_CONFIG, MANAGER};
 use crate::cluster::taint_rule::TaintRuleView;
-use crate::controller::plan::Mode;
+use crate::controller::pure::failure::ApplyError;
+use crate::controller::pure::plan::Mode;
+use crate::controller::pure::report::{Applied, Report, Written, key};
 use crate::controller::{Context, kinds};
 use crate::logic::rollout::Eviction;
 
@@ -136,7 +137,7 @@ impl<'a> Pass<'a> {
             return;
         }
         let ctx = self.ctx;
-        let outcomes: Vec<(String, bool, Result<Outcome, ApplyError>)> =
+        let outcomes: Vec<(String, bool, Result<Applied, ApplyError>)> =
             futures::stream::iter(templates.iter().cloned())
                 .map(|template| apply_template(template, ctx))
                 .buffer_unordered(PARALLEL)
@@ -145,7 +146,7 @@ impl<'a> Pass<'a> {
         for (what, replaced, outcome) in outcomes {
             let written = Written { kind: "ResourceClaimTemplate".into(), key: what.clone() };
             let ok = match outcome {
-                Ok(Outcome::Created) if replaced => {
+                Ok(Applied::Created) if replaced => {
                     self.report.replaced.push(written);
                     true
                 }
@@ -257,7 +258,7 @@ impl<'a> Pass<'a> {
 }
 
 /// One template: (namespace/name, whether it was replaced, outcome).
-async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (String, bool, Result<Outcome, ApplyError>) {
+async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (String, bool, Result<Applied, ApplyError>) {
     let ns = template.namespace().unwrap_or_default();
     let api = Api::<ResourceClaimTemplate>::namespaced(ctx.client.clone(), &ns);
     let existing = ResourceClaimTemplate::cached(&ctx.stores, &template.name_any(), Some(&ns));
@@ -272,7 +273,7 @@ async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (Stri
             let before = stale.metadata.resource_version.clone();
             ctx.applier.create(&api, &template, before, MANAGER).await
         }
-        Ok(false) => Ok(Outcome::Pending),
+        Ok(false) => Ok(Applied::Pending),
         Err(error) => Err(error),
     };
     (key(&template), true, outcome)

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::fixtures::World;
 use super::{config, config_at, nodes};
-use crate::controller::plan::{Driver, Mode, NamespaceState, Plan, Refusal};
+use crate::controller::pure::plan::{Driver, Mode, NamespaceState, Plan, Refusal};
 use crate::logic::status::Validity;
 
 /// The plans' clock: any time after the fixtures' configs were created.
@@ -57,7 +57,7 @@ fn an_older_config_keeps_its_nodes_and_templates() {
     let plan = Plan::new(&newer, &world.snapshot(), NOW).unwrap();
     assert_eq!(plan.driver, Driver::BlockedByConflict);
     assert_eq!(plan.conflicts.nodes.len(), 2);
-    let templates: Vec<String> = plan.desired.templates.iter().map(crate::controller::act::operands::key).collect();
+    let templates: Vec<String> = plan.desired.templates.iter().map(crate::controller::pure::report::key).collect();
     assert_eq!(templates, ["team-b/pretrain"], "team-a/pretrain is the older config's");
     assert!(matches!(plan.validity(), Validity::Conflict(_)));
     let plan = Plan::new(&older, &world.snapshot(), NOW).unwrap();

@@ -20,11 +20,11 @@ use kube::core::PartialObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::snapshot::{Probes, Snapshot};
-use super::validations::Checked;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
-use crate::logic::build::{self, Allocator, Allowance, Desired, OwnClasses};
+use crate::controller::validations::Checked;
 use crate::logic::conflict::{self, Claimant, Conflicts};
+use crate::logic::desired::{self, Allocator, Allowance, Desired, OwnClasses};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
 use crate::logic::validate::{FieldError, InvalidConfig, ValidatedConfig};
@@ -92,7 +92,8 @@ impl Plan {
         let budgets = quota_budgets(&validated, snapshot);
         let own = own_classes(&validated, snapshot);
         let allocator = snapshot.probes.allocator;
-        let mut desired = build::build_with(&validated, &namespaces, own, allocator).with_quotas(&validated, &budgets);
+        let mut desired =
+            desired::build_with(&validated, &namespaces, own, allocator).with_quotas(&validated, &budgets);
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
             .into_iter()
             .partition(|t| conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
@@ -216,7 +217,7 @@ fn target_namespaces(config: &ValidatedConfig, snapshot: &Snapshot) -> (Vec<Stri
 fn own_classes(config: &ValidatedConfig, snapshot: &Snapshot) -> OwnClasses {
     let own = |name: &str| !snapshot.foreign_device_classes.contains(name);
     let class = &config.spec.device_class_name;
-    OwnClasses { devices: own(class), nodes: own(&build::ultra_server_node_class_name(class)) }
+    OwnClasses { devices: own(class), nodes: own(&desired::ultra_server_node_class_name(class)) }
 }
 
 /// The device budget of each namespace a budget names (once it exists) or selects, the first budget winning.
@@ -304,7 +305,7 @@ fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot:
         .iter()
         .filter_map(|(_, other)| other.and_then(|o| snapshot.validations.of(o).map(|v| claimant(o, &v, snapshot))))
         .collect();
-    let runs = snapshot.daemon_set(&build::plugin_name(&validated.name), &validated.spec.driver.namespace).is_some();
+    let runs = snapshot.daemon_set(&desired::plugin_name(&validated.name), &validated.spec.driver.namespace).is_some();
     claimants.extend(running(others.into_iter().map(|(name, _)| name), !runs, snapshot));
     if claimants.is_empty() {
         // Alone, it conflicts with nobody: its own claim (a walk over every node) is not needed.

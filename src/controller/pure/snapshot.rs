@@ -11,12 +11,12 @@ use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
 use kube::core::{ApiResource, PartialObjectMeta};
 
-use super::stores::{GuardedConfig, Stores};
-use super::validations::Validations;
 use crate::api::labels::{LABEL_CONFIG, ours};
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
-use crate::logic::build::{Allocator, EFA_DEVICE_CLASS, plugin_name};
+use crate::controller::stores::{GuardedConfig, Stores};
+use crate::controller::validations::Validations;
+use crate::logic::desired::{Allocator, EFA_DEVICE_CLASS, plugin_name};
 use crate::logic::fence::Allowed;
 use crate::logic::health;
 use crate::logic::nodes::NodeFilter;
@@ -68,13 +68,6 @@ pub struct Probes {
     pub allocator: Allocator,
 }
 
-/// Fences in place that allow any driver, a server that serves everything: the unit tests' world.
-impl Default for Probes {
-    fn default() -> Self {
-        Probes { fence: Ok(Allowed::default()), unsupported: None, allocator: Allocator::default() }
-    }
-}
-
 /// The nodes a config selects, in the cache's order.
 pub type Selected = Arc<[Arc<NodeView>]>;
 /// A config's plugin pod on each node, by node name.
@@ -101,12 +94,14 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
 }
 
 impl Snapshot {
-    pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>) -> Self {
+    /// The caches as they are now, with the server's answers (there is no default: a snapshot without them would
+    /// have to guess whether the plugin is fenced).
+    pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>, probes: Probes) -> Self {
         let device_classes = stores.every_device_class.state();
         Snapshot {
             validations: stores.validations.clone(),
             taint_rule_resource,
-            probes: Probes::default(),
+            probes,
             nodes: stores.nodes.state(),
             slices: by_node(stores.slices.state()),
             efa_slices: by_node(stores.efa_slices.state()),
@@ -127,12 +122,6 @@ impl Snapshot {
             selected: OnceLock::new(),
             config_pods: OnceLock::new(),
         }
-    }
-
-    /// With the server's answers (a snapshot without them assumes `Probes::default`).
-    pub fn with_probes(mut self, probes: Probes) -> Self {
-        self.probes = probes;
-        self
     }
 
     /// With the fences' judgement alone.
