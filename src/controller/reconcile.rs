@@ -18,9 +18,9 @@ use super::expectations::config_key;
 use super::pure::events;
 use super::pure::observe::AfterAct;
 use super::pure::outcome::{self, Outcome};
-use super::pure::plan::{Mode, Plan};
+use super::pure::plan::{Mode, Plan, Unwanted, Wanted};
 use super::pure::report::Report;
-use super::pure::snapshot::{Snapshot, rules_of};
+use super::pure::snapshot::{Owned, Snapshot, rules_of};
 use super::{Context, Error, GuardedConfig, act};
 use crate::api::NeuronDRAConfig;
 use crate::logic::status;
@@ -162,9 +162,12 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
 /// Deletes everything the config `name` (with `uid`) owns, found by its label and uid (no spec needed), and says
 /// what went.
 async fn cleanup_owned(name: &str, uid: Option<String>, ctx: &Context) -> Result<Action, Error> {
-    let rules = rules_of(&ctx.stores.taint_rules.state(), name);
+    // A cleanup wants nothing: everything the config owns goes.
+    let owned = Owned::read(&ctx.stores);
+    let unwanted = Unwanted::of(&owned, name, uid.as_deref(), &Wanted::new());
+    let rules = rules_of(&owned.taint_rules, name);
     let mut pass = Pass::new(ctx, name, uid.clone(), Mode::Cleanup);
-    pass.delete_unclaimed().await;
+    pass.remove(&unwanted).await;
     // With the uid, as `object_ref` gives it: `kubectl describe` finds a config's events by it.
     let reference =
         k8s_openapi::api::core::v1::ObjectReference { uid, ..ObjectRef::<NeuronDRAConfig>::new(name).into() };

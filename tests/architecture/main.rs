@@ -31,7 +31,7 @@ fn read_source() -> Source {
 /// `read_source` of the library under `src`.
 fn source_of(src: &Path) -> Source {
     let mut paths = Vec::new();
-    files::rust_files(&src, &mut paths);
+    files::rust_files(src, &mut paths);
     paths.retain(|f| !f.starts_with(src.join("bin")) && *f != src.join("main.rs"));
     let tree = files::Tree::read(src, &paths);
     let modules: BTreeSet<Vec<String>> = tree.files.keys().cloned().collect();

@@ -1,6 +1,6 @@
 //! The write layer: every change the operator makes to the cluster goes through here. `execute` carries out one
-//! plan in one `Pass`: the plugin's objects and the templates, remediation's rules, then whatever the config has
-//! and no longer wants. The rollout step's plugin pods go apart, in `evict`, once the step is in the status; the
+//! plan in one `Pass`: the plugin's objects and the templates, remediation's rules, then whatever the plan found
+//! the config has and no longer wants. The rollout step's plugin pods go apart, in `evict`, once the step is in the status; the
 //! config's own writes (finalizer, status, the end of a pass) are in `config`.
 
 pub mod apply;
@@ -26,18 +26,15 @@ pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
     // DaemonSet controller sees the plugin while the templates are still being created.
     let mut templates = pass.fork();
     tokio::join!(install_driver(plan, &mut pass), async {
-        templates.ensure_templates(&plan.desired.templates).await;
+        templates.ensure_templates(&plan.desired.templates, &plan.replaced_templates, &plan.templates_in_place).await;
         ensure_stage(&mut templates, &plan.desired, Stage::Quotas, &plan.config.name).await;
     });
     pass.join(templates);
-    // Left out for a conflict: this config's own copy stays as it is.
-    for template in &plan.kept_templates {
-        pass.claim(template);
-    }
+    // The templates left out for a conflict are not written: the plan wants them, so this config's own copy stays.
     for rule in plan.remediation.rules() {
         pass.ensure(rule, MANAGER).await;
     }
-    pass.delete_unclaimed().await;
+    pass.remove(&plan.unwanted).await;
     pass.report
 }
 
@@ -66,8 +63,8 @@ async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) {
     let rebound = pass.delete_rebound(&desired.cluster_role_binding).await;
     let mut forks: Vec<Pass<'_>> = Stage::BEFORE_PLUGIN.iter().map(|_| pass.fork()).collect();
     let written = join_all(forks.iter_mut().zip(Stage::BEFORE_PLUGIN).map(|(fork, stage)| async move {
+        // Not written now: the plan wants the stage's objects, so what exists is kept as it is.
         if (stage.in_driver_namespace() && !usable) || (stage == Stage::Rights && rebound) {
-            claim_stage(fork, desired, stage);
             return false;
         }
         ensure_stage(fork, desired, stage, &plan.config.name).await
@@ -77,14 +74,10 @@ async fn install_driver(plan: &Plan, pass: &mut Pass<'_>) {
         usable &= written || !stage.in_driver_namespace();
         pass.join(fork);
     }
-    match plan.driver {
-        // Keep what runs: a conflict or a missing fence neither updates nor deletes the plugin (deleting would take
-        // it off every node at once), and creates none.
-        Driver::BlockedByConflict | Driver::Unfenced => claim_stage(pass, desired, Stage::Plugin),
-        _ if usable => {
-            ensure_stage(pass, desired, Stage::Plugin, &plan.config.name).await;
-        }
-        _ => claim_stage(pass, desired, Stage::Plugin),
+    // Keep what runs: a conflict or a missing fence neither updates nor deletes the plugin (deleting would take it
+    // off every node at once: the plan wants it, so it is not removed), and creates none.
+    if usable && !matches!(plan.driver, Driver::BlockedByConflict | Driver::Unfenced) {
+        ensure_stage(pass, desired, Stage::Plugin, &plan.config.name).await;
     }
 }
 
@@ -113,11 +106,4 @@ async fn ensure_stage(pass: &mut Pass<'_>, desired: &Desired, stage: Stage, conf
         written &= with_object!(object, o => pass.ensure(o, manager).await);
     }
     written
-}
-
-/// Claims the objects of one stage without writing them: what exists is kept as it is.
-fn claim_stage(pass: &mut Pass<'_>, desired: &Desired, stage: Stage) {
-    for object in desired.stage(stage) {
-        with_object!(object, o => pass.claim(o));
-    }
 }

@@ -5,9 +5,11 @@
 mod mode;
 mod remediation;
 mod rollout;
+mod unwanted;
 
 pub use remediation::{Decided, Remediation};
 pub use rollout::Step;
+pub use unwanted::{Going, Unwanted, Wanted};
 
 use std::sync::Arc;
 
@@ -15,6 +17,7 @@ use crate::cluster::taint_rule::TaintRuleView;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::PartialObjectMeta;
 use kube::{Resource, ResourceExt};
@@ -63,7 +66,7 @@ pub struct Plan {
     /// Every object wanted; templates that conflict with another config are already left out.
     pub desired: Desired,
     /// The templates left out for a conflict: one of this config's own is kept as it is, not deleted.
-    pub kept_templates: Vec<k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
+    pub kept_templates: Vec<ResourceClaimTemplate>,
     pub driver: Driver,
     /// Why the plugin's fences are not in place, when they are not.
     pub unfenced: Option<String>,
@@ -80,6 +83,14 @@ pub struct Plan {
     pub remediation: Remediation,
     /// The server's allocator the templates are shaped for.
     pub allocator: Allocator,
+    /// What the config has and no longer wants: deleted (or, shared with another config, let go). Nothing while
+    /// paused.
+    pub unwanted: Unwanted,
+    /// The wanted templates whose spec changed, by `namespace/name`, with the cached copy: replaced (deleted, then
+    /// created), as a template's spec is immutable.
+    pub replaced_templates: BTreeMap<String, Arc<ResourceClaimTemplate>>,
+    /// The wanted templates the cache holds as wanted (what a paused pass reports in place).
+    pub templates_in_place: BTreeSet<String>,
 }
 
 impl Plan {
@@ -128,6 +139,13 @@ impl Plan {
         let taint_rules = snapshot.taint_rules_of(&validated.name);
         let remediation =
             remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot, &taint_rules, now);
+        let wanted = unwanted::wanted(&desired, &kept_templates, remediation.rules().iter());
+        let unwanted = match mode {
+            Mode::Paused => Unwanted::default(),
+            _ => Unwanted::of(snapshot.owned(), &validated.name, validated.uid.as_deref(), &wanted),
+        };
+        let (replaced_templates, templates_in_place) =
+            unwanted::templates_as_cached(&desired.templates, snapshot.templates());
         Ok(Plan {
             mode,
             config: validated,
@@ -143,6 +161,9 @@ impl Plan {
             taint_rules,
             remediation,
             allocator,
+            unwanted,
+            replaced_templates,
+            templates_in_place,
         })
     }
 
