@@ -104,9 +104,8 @@ NEWEST_TESTS := --test apiserver --test controller --test health --test allocati
 ## The tests that run containers on the real nodes (ignored by a plain `cargo test`): all of them on the oldest
 ## release (with `make demo` and `make demo-down` end to end, tests/real_node_demo.rs), the kubelet's side (plugin,
 ## pods, rollout, remediation, faults on two nodes) on the newest.
-## tests/real_node_workloads.rs is left out for now: it passed beside one node and timed out in the full run
-## (its fallback pod never launched); run it with `make test-node NODE_TESTS="--test real_node_workloads"`.
-NODE_TESTS := --test real_node --test real_node_install --test real_node_faults --test real_node_demo
+NODE_TESTS := --test lab_network --test real_node --test real_node_install --test real_node_faults --test real_node_demo \
+  --test real_node_workloads
 NODE_TESTS_NEWEST := --test real_node --test real_node_faults
 
 ## Everything: lint, then unit and integration tests against a real local control plane of each end of the
@@ -128,7 +127,8 @@ test-node:
 	  simulate clear
 	$(NODE_SH) up node-1
 	$(NODE_SH) up node-2
-	KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored --test-threads=1
+	KUBECONFIG=$(KUBECONFIG_LOCAL) hack/lab.sh exec $(CARGO) test --locked --no-fail-fast $(NODE_TESTS) -- --ignored \
+	  --test-threads=1
 
 ## Benchmarks on a fresh local control plane; prints one table (see docs/benchmarks.md).
 ## BENCH_ONLY=scheduling runs the scheduling-throughput target (benches/scheduling), any other the operator's.
@@ -138,6 +138,6 @@ bench:
 	@# No node dies in a benchmark: an hour's grace period, and no simulated heartbeats (a Lease write per simulated
 	@# node every 3 s) to load the API server beside what is measured (docs/benchmarks.md).
 	NODE_MONITOR_GRACE_PERIOD=1h $(CONTROLPLANE_SH) up
-	status=0; NEURON_DRA_SIMULATE_HEARTBEAT=off KUBECONFIG=$(KUBECONFIG_LOCAL) $(CARGO) bench --locked \
+	status=0; NEURON_DRA_SIMULATE_HEARTBEAT=off KUBECONFIG=$(KUBECONFIG_LOCAL) hack/lab.sh exec $(CARGO) bench --locked \
 	  --bench $(BENCH_TARGET) || status=$$?; \
 	$(CONTROLPLANE_SH) down; exit $$status

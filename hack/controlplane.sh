@@ -21,6 +21,8 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=hack/lib/ports.sh
 source "${REPO_ROOT}/hack/lib/ports.sh"
+# shellcheck source=hack/lib/lab.sh
+source "${REPO_ROOT}/hack/lib/lab.sh"
 STATE_DIR="${REPO_ROOT}/target/controlplane"
 NODE_SH="${REPO_ROOT}/hack/node.sh"
 # How many real nodes `up` starts (node-1..node-N); 0, the default, keeps the control plane node-less.
@@ -170,18 +172,20 @@ cmd_build() {
   local -a goenv goflags
   go_build_env
 
-  local start=${SECONDS}
-  log "building kube-apiserver ${KUBE_VERSION} (first time ~8 minutes on 2 cores, seconds when the Go build cache is warm)..."
-  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
-  log "building kube-controller-manager ${KUBE_VERSION} ..."
-  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
-  log "building kube-scheduler ${KUBE_VERSION} ..."
-  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${BIN_DIR}/kube-scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler)
+  local start=${SECONDS} out="${BIN_DIR}/.build"
+  rm -rf "${out}"
+  mkdir -p "${out}"
+  # One go build for the four Kubernetes commands, the kubelet included (hack/node.sh runs it): their common
+  # packages are compiled once and the four links run side by side; etcd is its own module.
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler and kubelet ${KUBE_VERSION} (first time ~10 minutes on 2 cores, seconds when the Go build cache is warm)..."
+  (cd "${MODULE_DIR}" && "${goenv[@]}" go build "${goflags[@]}" -o "${out}/" k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet)
   log "building etcd..."
-  (cd "${ETCD_DIR}" && "${goenv[@]}" go build -trimpath -ldflags "-s -w" -o "${BIN_DIR}/etcd.tmp" .)
+  (cd "${ETCD_DIR}" && "${goenv[@]}" go build -trimpath -ldflags "-s -w" -o "${out}/etcd" .)
   local b
-  for b in "${BINARIES[@]}"; do mv -f "${BIN_DIR}/${b}.tmp" "${BIN_DIR}/${b}"; done
-  echo "${stamp}" >"${BIN_DIR}/.stamp"
+  for b in "${BINARIES[@]}" kubelet; do mv -f "${out}/${b}" "${BIN_DIR}/${b}"; done
+  rmdir "${out}"
+  kubelet_stamp >"${BIN_DIR}/.kubelet-stamp"
   log "built ${BINARIES[*]} into ${BIN_DIR} in $((SECONDS - start))s"
   exec 8>&-
 }
@@ -226,20 +230,21 @@ cmd_build_kubelet() {
 # ---------------------------------------------------------------------------
 
 # Prints the pid of component $1 if it is alive AND really is our process
-# (its command line mentions our state dir), so a recycled pid is never killed.
+# (its command line mentions our state dir, or for the forward our lab's namespace), so a recycled pid is never
+# killed.
 live_pid() {
   local pidfile="${STATE_DIR}/$1.pid" pid
   [[ -f "${pidfile}" ]] || return 1
   pid="$(cat "${pidfile}")"
   [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
   kill -0 "${pid}" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | grep -qF "${STATE_DIR}" || return 1
+  tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | grep -qF -e "${STATE_DIR}" -e "${LAB_NETNS_PATH}" || return 1
   echo "${pid}"
 }
 
 all_alive() {
   local b
-  for b in "${BINARIES[@]}"; do live_pid "${b}" >/dev/null || return 1; done
+  for b in "${BINARIES[@]}" forward; do live_pid "${b}" >/dev/null || return 1; done
 }
 
 # Like all_alive, but only for the components started so far.
@@ -247,20 +252,21 @@ started_alive() {
   local b
   # Only whether each started process still exists: right after the fork, before its exec, its command line is
   # still this script's, so the command-line check of live_pid would call a starting component dead.
-  for b in "${BINARIES[@]}"; do
+  for b in "${BINARIES[@]}" forward; do
     [[ ! -f "${STATE_DIR}/${b}.pid" ]] || kill -0 "$(cat "${STATE_DIR}/${b}.pid")" 2>/dev/null || return 1
   done
 }
 
 apiserver_ready() {
   [[ -f "${STATE_DIR}/apiserver.url" ]] || return 1
-  curl -fsS --max-time 5 --cacert "${STATE_DIR}/pki/ca.crt" \
+  lab_exists || return 1
+  lab_exec curl -fsS --max-time 5 --cacert "${STATE_DIR}/pki/ca.crt" \
     --cert "${STATE_DIR}/pki/admin.crt" --key "${STATE_DIR}/pki/admin.key" \
     "$(cat "${STATE_DIR}/apiserver.url")/readyz" 2>/dev/null | grep -qx ok
 }
 
 kcm_healthy() {
-  curl -kfs --max-time 5 -o /dev/null "https://127.0.0.1:$1/healthz"
+  lab_exec curl -kfs --max-time 5 -o /dev/null "https://127.0.0.1:$1/healthz"
 }
 
 default_sa_exists() {
@@ -273,20 +279,35 @@ default_sa_exists() {
 # group id; signalling the group catches any children it may have.
 stop_all() {
   local b pid
-  for b in kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for b in forward kube-scheduler kube-controller-manager kube-apiserver etcd; do
     if pid="$(live_pid "${b}")"; then stop_pid "${pid}"; fi
   done
 }
 
-# start NAME BINARY ARGS... : run in the background in its own session, with
+# start NAME BINARY ARGS... : run in the lab's network namespace, in the background in its own session, with
 # stdio on a log file (so a caller that captures our output never waits on
 # it) and fd 9 (the state lock) closed so the daemon does not keep holding it.
 start() {
   local name="$1"; shift
   # The command line is kept so `start-component` can run the component again as it was.
   printf '%s\0' "$@" >"${STATE_DIR}/${name}.args"
-  setsid nohup "$@" </dev/null >>"${STATE_DIR}/${name}.log" 2>&1 9>&- &
+  setsid nohup nsenter --net="${LAB_NETNS_PATH}" -- "$@" </dev/null >>"${STATE_DIR}/${name}.log" 2>&1 9>&- &
   echo $! >"${STATE_DIR}/${name}.pid"
+}
+
+# start_forward: the host's loopback forward to the API server (the one process of the lab in the host's namespace).
+start_forward() {
+  local port
+  port="$(sed -E 's/.*:([0-9]+)$/\1/' "${STATE_DIR}/apiserver.url")"
+  setsid nohup python3 "${REPO_ROOT}/hack/lib/forward.py" "${port}" "${LAB_NETNS_PATH}" "${port}" </dev/null \
+    >>"${STATE_DIR}/forward.log" 2>&1 9>&- &
+  echo $! >"${STATE_DIR}/forward.pid"
+}
+
+# The API server through the host's forward: what a kubectl on the host sees.
+forward_ready() {
+  curl -fsS --max-time 5 --cacert "${STATE_DIR}/pki/ca.crt" --cert "${STATE_DIR}/pki/admin.crt" \
+    --key "${STATE_DIR}/pki/admin.key" "$(cat "${STATE_DIR}/apiserver.url")/readyz" 2>/dev/null | grep -qx ok
 }
 
 # stop_pid PID: TERM its process group, then KILL after 5 seconds.
@@ -370,7 +391,7 @@ extendedKeyUsage=clientAuth"
   sign apiserver "/CN=kube-apiserver" "basicConstraints=critical,CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+subjectAltName=IP:127.0.0.1,IP:${LAB_ADDRESS},IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   # Service-account token signing key pair.
   openssl genrsa -out "${pki}/sa.key" 2048 2>/dev/null
   openssl rsa -in "${pki}/sa.key" -pubout -out "${pki}/sa.pub" 2>/dev/null
@@ -450,11 +471,16 @@ cmd_up() {
       print_export
       return 0
     fi
+    # The forward a new start makes belongs in the host's namespace (hack/lib/lab.sh).
+    ! in_lab || die "run 'up' from the host's network namespace, not inside the lab (${LAB_NETNS})"
     log "removing stale ${STATE_DIR}"
     stop_nodes
     stop_all
     rm -rf "${STATE_DIR}"
+    lab_down
   fi
+  ! in_lab || die "run 'up' from the host's network namespace, not inside the lab (${LAB_NETNS})"
+  lab_up
   mkdir -p "${STATE_DIR}"
   echo "${KUBE_VERSION}" >"${STATE_DIR}/version"
   SECONDS=0
@@ -478,6 +504,8 @@ cmd_up() {
     --unsafe-no-fsync=true \
     --log-level=warn
 
+  # --bind-address=0.0.0.0: every address of the lab's namespace: its loopback (the tests, the host's forward) and
+  #   its bridge (the real nodes and their pods, at ${LAB_ADDRESS}).
   # --advertise-address=127.0.0.1 + --endpoint-reconciler-type=none: the
   #   apiserver would otherwise publish the host's first non-loopback address
   #   (unreachable: we bind to loopback) in the `kubernetes` Endpoints, and a
@@ -494,7 +522,7 @@ cmd_up() {
   #   pods, as in every real cluster. Only requests of system:node:* users are affected.
   start kube-apiserver "${BIN_DIR}/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:${etcd_port}" \
-    --bind-address=127.0.0.1 \
+    --bind-address=0.0.0.0 \
     --advertise-address=127.0.0.1 \
     --endpoint-reconciler-type=none \
     --secure-port="${api_port}" \
@@ -529,6 +557,8 @@ cmd_up() {
   # The controller manager exits at once if it cannot read its RBAC-protected
   # configuration, so it only starts once the apiserver has bootstrapped RBAC.
   wait_for "kube-apiserver /readyz" apiserver_ready
+  start_forward
+  wait_for "the host's forward to kube-apiserver" forward_ready
 
   # --use-service-account-credentials: each controller runs as its own
   #   system:serviceaccount:kube-system:<controller>, as in a real cluster, so
@@ -600,6 +630,7 @@ cmd_down() {
   stop_nodes
   stop_all
   rm -rf "${STATE_DIR}"
+  lab_down
   log "stopped"
 }
 

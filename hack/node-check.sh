@@ -3,11 +3,13 @@
 #   hack/node-check.sh [NODE]     (default node-1; needs `NODES=1 hack/controlplane.sh up` first)
 # Two busybox pods on NODE (imagePullPolicy IfNotPresent: the image was imported, never pulled) become Running; their
 # logs and an exec come back through the API server and the kubelet; one pod reaches the other's HTTP server by pod
-# IP, and so does the host. The pods are deleted at the end, also when a check fails. (Debian's static busybox wget
+# IP, and so does the lab's network namespace, where the API server runs (hack/lib/lab.sh). The pods are deleted at the end, also when a check fails. (Debian's static busybox wget
 # crashes with -T; `timeout` bounds it instead.)
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/lab.sh
+source "${REPO_ROOT}/hack/lib/lab.sh"
 export KUBECONFIG="${REPO_ROOT}/target/controlplane/kubeconfig"
 NODE="${1:-node-1}"
 NS="node-check"
@@ -69,9 +71,9 @@ sleeper_ip="$(kubectl -n "${NS}" get pod sleeper -o jsonpath='{.status.podIP}')"
 out="$(kubectl -n "${NS}" exec sleeper -- timeout 5 wget -q -O - "http://${web_ip}:8080/")"
 [[ "${out}" == pong ]] || fail "pod ${sleeper_ip} -> pod ${web_ip}:8080: '${out}'"
 log "pod ${sleeper_ip} -> pod ${web_ip}:8080: ${out}"
-out="$(curl -fsS --max-time 5 "http://${web_ip}:8080/")" || fail "host -> pod ${web_ip}:8080"
-[[ "${out}" == pong ]] || fail "host -> pod ${web_ip}:8080: '${out}'"
-log "host -> pod ${web_ip}:8080: ${out}"
+out="$(lab_exec curl -fsS --max-time 5 "http://${web_ip}:8080/")" || fail "lab -> pod ${web_ip}:8080"
+[[ "${out}" == pong ]] || fail "lab -> pod ${web_ip}:8080: '${out}'"
+log "lab -> pod ${web_ip}:8080: ${out}"
 versions="$(kubectl get node "${NODE}" \
   -o jsonpath='{.status.nodeInfo.kubeletVersion}, {.status.nodeInfo.containerRuntimeVersion}')"
 log "all checks passed on ${NODE} (kubelet ${versions})"

@@ -15,14 +15,15 @@
 #
 # Environment: NODE_HOST_PLUGINS=0 (node-1 does not bind its kubelet plugin dirs onto /var/lib/kubelet/...),
 # NODE_INSTANCE_TYPE (label node.kubernetes.io/instance-type, default trn2.48xlarge; empty: none),
-# NODE_LABELS (more labels, k=v,...), NODE_IMAGES (the images to import, by hack/images.sh name; default all),
-# NODE_IP (the address the API server reaches the kubelet on; default the host's source address). A node's number picks its bridge and pod subnet (node-3: ndra3, 10.244.3.0/24). State
-# lives in target/controlplane/nodes/NAME, so the control plane's `down` also removes it. docs/local-node.md.
+# NODE_LABELS (more labels, k=v,...), NODE_IMAGES (the images to import, by hack/images.sh name; default all).
+# A node's number picks its address, bridge and pod subnet (node-3: 10.243.3.1 in its own network namespace, bridge
+# ndra3, pods in 10.244.3.0/24; hack/lib/lab.sh). State lives in target/controlplane/nodes/NAME, so the control
+# plane's `down` also removes it. docs/local-node.md.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=hack/lib/ports.sh
-source "${REPO_ROOT}/hack/lib/ports.sh"
+# shellcheck source=hack/lib/lab.sh
+source "${REPO_ROOT}/hack/lib/lab.sh"
 CP_STATE="${REPO_ROOT}/target/controlplane"
 CONTROLPLANE_SH="${REPO_ROOT}/hack/controlplane.sh"
 CONTAINERD_MODULE="${REPO_ROOT}/tests/node/containerd"
@@ -39,8 +40,8 @@ READY_TIMEOUT="${NODE_READY_TIMEOUT:-120}"
 NODE_KUBELET_DIR="/var/lib/ndra-kubelet"
 # The pins of the nodes' mount namespaces (one file each).
 NS_PINS="/run/ndra-ns"
-# Name prefix of everything this script creates outside its state dir (cgroups, the bridge, CNI cache entries), so
-# `down` removes exactly those.
+# Name prefix of everything this script creates outside its state dir (cgroups, CNI cache entries), so `down`
+# removes exactly those.
 PREFIX="ndra"
 
 log() { echo "node: $*" >&2; }
@@ -70,7 +71,16 @@ set_node() {
   CNI_NETWORK="${PREFIX}-${NODE_NAME}"
   CONTAINERD_SOCK="${NODE_STATE}/containerd/containerd.sock"
   NODE_NS="${NS_PINS}/${NODE_NAME}"
+  # The node's network namespace, its address in the lab and its end of the veth pair there (hack/lib/lab.sh).
+  NODE_NETNS="${LAB_NETNS}-${NODE_NAME}"
+  NODE_NETNS_PATH="/run/netns/${NODE_NETNS}"
+  NODE_ADDRESS="10.243.${NODE_INDEX}.1"
+  LAB_LINK="node${NODE_INDEX}"
 }
+
+# The kubelet's ports in the node's own network namespace: the same on every node.
+KUBELET_PORT=10250
+KUBELET_HEALTHZ_PORT=10248
 
 # ---------------------------------------------------------------------------
 # build
@@ -160,7 +170,7 @@ start() {
   printf '%s\0' "$@" >"${NODE_STATE}/${name}.args"
   # The containerd binaries' directory comes first on PATH so containerd finds its own shim. In the node's mount
   # namespace (nsenter execs the command: the pid is the component's).
-  PATH="${CONTAINERD_BIN}:${PATH}" setsid nohup nsenter --mount="${NODE_NS}" -- "$@" </dev/null \
+  PATH="${CONTAINERD_BIN}:${PATH}" setsid nohup nsenter --mount="${NODE_NS}" --net="${NODE_NETNS_PATH}" -- "$@" </dev/null \
     >>"${NODE_STATE}/${name}.log" 2>&1 7>&- 8>&- 9>&- &
   echo $! >"${NODE_STATE}/${name}.pid"
 }
@@ -227,27 +237,34 @@ has_cap() {
   (( (16#${bnd} >> $1) & 1 ))
 }
 
-default_node_ip() {
-  local ip
-  ip="$(ip -4 -o route get 10.255.255.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
-  [[ -n "${ip}" ]] || ip="$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')"
-  [[ -n "${ip}" ]] || die "no IPv4 address for the kubelet; set NODE_IP"
-  echo "${ip}"
+# node_network: the node's network namespace, joined to the lab's bridge by a veth pair; its address
+# 10.243.<n>.1/16, its default route through the lab (LAB_ADDRESS, where the API server listens), and the lab's route to
+# its pod subnet, so the API server reaches its kubelet and pods, and pods on different nodes reach each other.
+node_network() {
+  lab_exists || die "the lab's network namespace ${LAB_NETNS} is missing: run hack/controlplane.sh up"
+  if [[ -e "${NODE_NETNS_PATH}" ]]; then ip netns delete "${NODE_NETNS}"; fi
+  ip netns add "${NODE_NETNS}"
+  ip -n "${NODE_NETNS}" link set lo up
+  ip -n "${LAB_NETNS}" link add "${LAB_LINK}" type veth peer name eth0 netns "${NODE_NETNS}"
+  ip -n "${LAB_NETNS}" link set "${LAB_LINK}" master "${LAB_BRIDGE}" up
+  ip -n "${NODE_NETNS}" addr add "${NODE_ADDRESS}/16" dev eth0
+  ip -n "${NODE_NETNS}" link set eth0 up
+  ip -n "${NODE_NETNS}" route add default via "${LAB_ADDRESS}"
+  ip -n "${LAB_NETNS}" route replace "${POD_SUBNET}" via "${NODE_ADDRESS}"
+  node_exec sysctl -qw net.ipv4.ip_forward=1
 }
 
-# The nodes share the host's network, and a host-network pod (a kubelet plugin) listens on its node's ports: node-1
-# takes the host's address, every other node an address of its own on the loopback link (10.243.<n>.1; not in
-# 127/8, which a kubelet refuses as its node IP), so two plugins bind one port each on their node's address (the pod
-# IP of a host-network pod is its node's).
-node_address() {
-  if ((NODE_INDEX == 1)); then default_node_ip; return; fi
-  local address="10.243.${NODE_INDEX}.1"
-  ip addr show dev lo | grep -qF " ${address}/32" || ip addr add "${address}/32" dev lo
-  echo "${address}"
+# node_exec CMD...: CMD in the node's network namespace.
+node_exec() { nsenter --net="${NODE_NETNS_PATH}" -- "$@"; }
+
+remove_node_network() {
+  if lab_exists; then ip -n "${LAB_NETNS}" route del "${POD_SUBNET}" 2>/dev/null || true; fi
+  # Its veth pair goes with it.
+  if [[ -e "${NODE_NETNS_PATH}" ]]; then ip netns delete "${NODE_NETNS}" || log "could not delete ${NODE_NETNS}"; fi
 }
 
 write_configs() {
-  local pki="${NODE_STATE}/pki" node_ip="$1" kubelet_port="$2" healthz_port="$3"
+  local pki="${NODE_STATE}/pki" node_ip="${NODE_ADDRESS}"
   mkdir -p "${pki}" "${NODE_STATE}/cni/net.d" "${NODE_STATE}/cdi" "${NODE_STATE}/kubelet"
   cp "${CP_STATE}/pki/ca.crt" "${pki}/ca.crt"
   # The kubelet's identity: the Node authorizer and NodeRestriction admit system:node:<name> in system:nodes to
@@ -268,7 +285,7 @@ kind: Config
 clusters:
 - name: neuron-dra-test
   cluster:
-    server: $(cat "${CP_STATE}/apiserver.url")
+    server: https://${LAB_ADDRESS}:$(api_port)
     certificate-authority: ${pki}/ca.crt
 users:
 - name: ${NODE_NAME}
@@ -376,10 +393,10 @@ EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: ${node_ip}
-port: ${kubelet_port}
+port: ${KUBELET_PORT}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: ${healthz_port}
+healthzPort: ${KUBELET_HEALTHZ_PORT}
 tlsCertFile: ${pki}/kubelet-serving.crt
 tlsPrivateKeyFile: ${pki}/kubelet-serving.key
 authentication:
@@ -512,51 +529,33 @@ unbind_host_plugin_dirs() {
 # the API server's Service: what kube-proxy would do for it, and nothing else
 # ---------------------------------------------------------------------------
 
-# Pods find the API server as every in-cluster client does: KUBERNETES_SERVICE_HOST/PORT, which the kubelet sets to
-# the `kubernetes` Service's cluster IP (10.0.0.1:443). There is no kube-proxy here, and the API server listens on
-# 127.0.0.1 only, so one NAT rule stands in for kube-proxy's rule for that one Service: traffic to the cluster IP is
-# sent to the API server's loopback port, from pods (PREROUTING, arriving on the node's bridge, which must be allowed
-# to route to 127.0.0.0/8: route_localnet, as kube-proxy sets for node ports on localhost) and from host-network
-# pods such as the Neuron plugin (OUTPUT). The rules live in a chain of our own, removed with the last node.
+# The `kubernetes` Service's address, for the node's pods (the in-cluster config of the plugin and the operator):
+# no kube-proxy runs, so a DNAT rule in the node's own namespace sends 10.0.0.1:443 to the API server in the lab, for
+# pods on the node's bridge (PREROUTING) and host-network pods (OUTPUT). Nothing changes in the host's namespace.
 SERVICE_CHAIN="NDRA-KUBERNETES"
 
+api_port() { sed -E 's/.*:([0-9]+)$/\1/' "${CP_STATE}/apiserver.url"; }
+
 route_kubernetes_service() {
-  local cluster_ip api_port hook
+  local cluster_ip port hook
   cluster_ip="$(kubectl_admin -n default get service kubernetes -o jsonpath='{.spec.clusterIP}')"
-  api_port="$(sed -E 's/.*:([0-9]+)$/\1/' "${CP_STATE}/apiserver.url")"
-  [[ -n "${cluster_ip}" && "${api_port}" =~ ^[0-9]+$ ]] || die "cannot read the kubernetes Service or the API port"
-  iptables -t nat -N "${SERVICE_CHAIN}" 2>/dev/null || iptables -t nat -F "${SERVICE_CHAIN}"
-  iptables -t nat -A "${SERVICE_CHAIN}" -d "${cluster_ip}/32" -p tcp --dport 443 \
-    -j DNAT --to-destination "127.0.0.1:${api_port}"
+  port="$(api_port)"
+  [[ -n "${cluster_ip}" && "${port}" =~ ^[0-9]+$ ]] || die "cannot read the kubernetes Service or the API port"
+  node_exec iptables -t nat -N "${SERVICE_CHAIN}" 2>/dev/null || node_exec iptables -t nat -F "${SERVICE_CHAIN}"
+  node_exec iptables -t nat -A "${SERVICE_CHAIN}" -d "${cluster_ip}/32" -p tcp --dport 443 \
+    -j DNAT --to-destination "${LAB_ADDRESS}:${port}"
   for hook in PREROUTING OUTPUT; do
-    iptables -t nat -C "${hook}" -j "${SERVICE_CHAIN}" 2>/dev/null || iptables -t nat -A "${hook}" -j "${SERVICE_CHAIN}"
+    node_exec iptables -t nat -C "${hook}" -j "${SERVICE_CHAIN}" 2>/dev/null ||
+      node_exec iptables -t nat -A "${hook}" -j "${SERVICE_CHAIN}"
   done
-  # The bridge is made here rather than by the CNI plugin at the first pod (it takes an existing one), so that
-  # route_localnet is set before any pod uses it.
-  ip link show "${BRIDGE}" >/dev/null 2>&1 || ip link add "${BRIDGE}" type bridge
-  ip link set "${BRIDGE}" up
-  sysctl -qw "net.ipv4.conf.${BRIDGE}.route_localnet=1"
 }
-
-unroute_kubernetes_service() {
-  local hook
-  for hook in PREROUTING OUTPUT; do
-    while iptables -t nat -D "${hook}" -j "${SERVICE_CHAIN}" 2>/dev/null; do :; done
-  done
-  iptables -t nat -F "${SERVICE_CHAIN}" 2>/dev/null || true
-  iptables -t nat -X "${SERVICE_CHAIN}" 2>/dev/null || true
-}
-
-# ---------------------------------------------------------------------------
-# up / down / status
-# ---------------------------------------------------------------------------
 
 image_ref() { "${REPO_ROOT}/hack/images.sh" ref "$1"; }
 
 containerd_ready() { ctr_node version >/dev/null 2>&1; }
 
 kubelet_healthy() {
-  curl -fsS --max-time 2 "http://127.0.0.1:$(cat "${NODE_STATE}/healthz.port")/healthz" >/dev/null 2>&1
+  node_exec curl -fsS --max-time 2 "http://127.0.0.1:${KUBELET_HEALTHZ_PORT}/healthz" >/dev/null 2>&1
 }
 
 node_ready() {
@@ -613,13 +612,11 @@ cmd_up() {
   mkdir -p "${NODE_STATE}/containerd"
   grant_apiserver_kubelet_access
 
-  local node_ip="${NODE_IP:-$(node_address)}" kubelet_port healthz_port
-  read -r kubelet_port healthz_port <<<"$(free_ports 2 0.0.0.0)"
-  echo "${healthz_port}" >"${NODE_STATE}/healthz.port"
-  write_configs "${node_ip}" "${kubelet_port}" "${healthz_port}"
+  write_configs
   make_cgroup_root
   bind_host_plugin_dirs
   node_namespace
+  node_network
   route_kubernetes_service
 
   start containerd "${CONTAINERD_BIN}/containerd" --config "${NODE_STATE}/containerd/config.toml"
@@ -636,13 +633,13 @@ cmd_up() {
     --root-dir="${NODE_KUBELET_DIR}" \
     --cert-dir="${NODE_STATE}/pki" \
     --hostname-override="${NODE_NAME}" \
-    --node-ip="${node_ip}" \
+    --node-ip="${NODE_ADDRESS}" \
     --node-labels="${labels}" \
     --v=1
   WAIT_COMPONENT=kubelet wait_until "kubelet /healthz" kubelet_healthy
   WAIT_COMPONENT=kubelet wait_until "Node ${NODE_NAME} Ready" node_ready
   clear_not_ready_taint
-  log "${NODE_NAME} Ready in $((SECONDS - start))s (kubelet $(kube_version) on ${node_ip}:${kubelet_port}," \
+  log "${NODE_NAME} Ready in $((SECONDS - start))s (kubelet $(kube_version) on ${NODE_ADDRESS}:${KUBELET_PORT}," \
     "containerd ${CONTAINERD_VERSION}, pods in ${POD_SUBNET}; logs in ${NODE_STATE}/*.log)"
 }
 
@@ -704,8 +701,7 @@ teardown() {
     [[ -n "${m}" ]] || continue
     umount "${m}" 2>/dev/null || umount -l "${m}" 2>/dev/null || log "could not unmount ${m}"
   done <<<"${mounts}"
-  if ip link show "${BRIDGE}" >/dev/null 2>&1; then ip link delete "${BRIDGE}" 2>/dev/null || true; fi
-  if ((NODE_INDEX > 1)); then ip addr del "10.243.${NODE_INDEX}.1/32" dev lo 2>/dev/null || true; fi
+  remove_node_network
   # libcni caches each attachment's result in /var/lib/cni/results (not configurable through containerd), named by
   # network and sandbox: the node's network, and containerd's loopback network for each of its sandboxes.
   rm -f /var/lib/cni/results/"${CNI_NETWORK}"-* 2>/dev/null || true
@@ -743,7 +739,6 @@ cmd_down() {
   rmdir "${CP_STATE}/nodes" "${CP_STATE}" 2>/dev/null || true
   # The kubelet's device manager listens on /var/lib/kubelet/device-plugins/kubelet.sock whatever its root dir (so
   # local nodes share that path; nothing here uses device plugins). Removed once no kubelet is left on the host.
-  if [[ ! -d "${CP_STATE}/nodes" ]]; then unroute_kubernetes_service; fi
   if [[ ! -d "${CP_STATE}/nodes" ]] && ! pgrep -x kubelet >/dev/null; then
     rm -f /var/lib/kubelet/device-plugins/kubelet.sock
     rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true

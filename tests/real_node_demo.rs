@@ -70,9 +70,9 @@ fn make_demo_tells_its_story_and_demo_down_leaves_the_cluster_as_found() {
     let node_ready =
         || kubectl(&["get", "node", "node-1", "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"]);
     assert_eq!(node_ready(), "True", "the real-node phase starts node-1 before this test");
-    // The demo runs on one real node, as a newcomer's machine has: the local nodes share the host's network
-    // (docs/local-node.md), so a second node's plugin pod would find the first one's ports taken. node-2 is
-    // stopped for the demo and started again after it.
+    // The demo runs on one real node, as a newcomer's machine has: its config keeps the default kubelet directory,
+    // which only node-1 binds onto the host's /var/lib/kubelet (docs/local-node.md), so a plugin pod on node-2
+    // would register in node-1's directory. node-2 is stopped for the demo and started again after it.
     let second_node = SecondNode(node_sh(&["status", "node-2"]));
     if second_node.0 {
         assert!(node_sh(&["down", "node-2"]), "stopping node-2 (and its Node)");

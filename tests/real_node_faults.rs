@@ -37,7 +37,13 @@ fn one_device() -> serde_json::Value {
     json!([{"name": "one", "training": {"instanceType": "trn2.48xlarge", "devices": 1}}])
 }
 
-async fn finish(s: &Scenario) {
+/// Ends a test: its pods in `namespace` first, while the plugin still runs to unprepare their claims (the next test
+/// on these nodes finds every device free), then its config.
+async fn finish(s: &Scenario, namespace: &str) {
+    let pods: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
+    for pod in pods.list(&ListParams::default()).await.unwrap() {
+        s.delete_pod(namespace, &pod.name_any()).await;
+    }
     s.delete_config(&s.id).await;
     eventually(TIMEOUT, "the config gone", || async { s.configs().get_opt(&s.id).await.ok()?.is_none().then_some(()) })
         .await;
@@ -96,7 +102,7 @@ async fn a_stepped_rollout_moves_two_real_nodes_one_after_the_other_and_a_halt_l
 
     s.apply(&config("1.2.0")).await.unwrap();
     s.wait_status("back on 1.2.0", |st| condition(st, "DriverReady").2 == "2/2 nodes on 1.2.0, 2 ready").await;
-    finish(&s).await;
+    finish(&s, &namespace).await;
 }
 
 /// A Deployment of one sleeper on the `one` template, on either node.
@@ -210,7 +216,7 @@ async fn a_node_that_dies_is_reported_its_pod_replaced_on_the_other_node_and_it_
     })
     .await;
     deployments.delete(app, &DeleteParams::default()).await.unwrap();
-    finish(&s).await;
+    finish(&s, &namespace).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,5 +271,5 @@ async fn a_runtime_restart_and_a_plugin_restart_leave_running_pods_and_their_cla
     eventually(TIMEOUT, "the claim unprepared (its CDI spec removed)", || async { (!spec.exists()).then_some(()) })
         .await;
     s.delete_pod(&namespace, "second").await;
-    finish(&s).await;
+    finish(&s, &namespace).await;
 }

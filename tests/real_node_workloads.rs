@@ -111,6 +111,7 @@ async fn the_training_example_launches_as_wide_as_its_claim_on_the_preferred_cho
     let profiles = json!([finetune, {"name": "quarter", "training": {"instanceType": TYPE, "devices": 4}}]);
 
     node::plugin_pods_gone(&s.client, &node).await;
+    node::devices_free(&s.client, &node).await;
     node::forget_slices(&s.client, &node).await;
     let namespace = s.namespace("work", &[]).await;
     let spec = json!({

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by hack/controlplane.sh and hack/node.sh.
+# Sourced by hack/controlplane.sh (its ports are picked free on the host, where its loopback forward listens).
 #
 # free_ports COUNT ADDRESS: COUNT distinct free TCP ports on ADDRESS, picked below the kernel's ephemeral range, so
 # no outgoing connection takes one between this check and the server's bind (or while a server restarts on its

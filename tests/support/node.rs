@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
 
@@ -93,6 +93,26 @@ pub async fn plugin_pods_gone(client: &Client, node: &str) {
     let on_node = ListParams::default().labels(PLUGIN_SELECTOR).fields(&format!("spec.nodeName={node}"));
     eventually(TIMEOUT, &format!("the earlier plugin pods gone from {node}"), || async {
         pods.list(&on_node).await.ok()?.items.is_empty().then_some(())
+    })
+    .await
+}
+
+/// Waits until no claim is allocated on the node: a test that needs its devices free (connected groups of 8) does
+/// not depend on every earlier test having released theirs.
+pub async fn devices_free(client: &Client, node: &str) {
+    let claims: Api<ResourceClaim> = Api::all(client.clone());
+    eventually(TIMEOUT, &format!("every claim on {node} released"), || async {
+        let list = claims.list(&ListParams::default()).await.ok()?;
+        let on_node = |claim: &ResourceClaim| {
+            let terms = claim.status.as_ref()?.allocation.as_ref()?.node_selector.as_ref()?.node_selector_terms.clone();
+            Some(
+                terms
+                    .iter()
+                    .flat_map(|t| t.match_fields.iter().flatten())
+                    .any(|f| f.key == "metadata.name" && f.values.iter().flatten().any(|v| v == node)),
+            )
+        };
+        (!list.items.iter().any(|c| on_node(c) == Some(true))).then_some(())
     })
     .await
 }

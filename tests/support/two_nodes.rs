@@ -52,9 +52,9 @@ pub fn spec(tag: &str, namespace: &str, profiles: &Value, extra: &Value) -> Valu
     let mut spec = json!({
         "nodeSelector": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [a, b]}]},
         "driver": {
+            // Each node has a network namespace of its own: both plugins bind their health port on every address,
+            // as AWS's plugin does.
             "image": node::plugin_image(tag), "imagePullPolicy": "IfNotPresent", "kubeletDir": KUBELET_DIR,
-            // The nodes share the host's network: each plugin's health port on its own node's address.
-            "env": [{"name": "HEALTHCHECK_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         },
         "templates": {"namespaces": [namespace]},
         "profiles": profiles,
