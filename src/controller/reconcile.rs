@@ -166,7 +166,7 @@ async fn cleanup_owned(name: &str, uid: Option<String>, ctx: &Context) -> Result
     let owned = Owned::read(&ctx.stores);
     let unwanted = Unwanted::of(&owned, name, uid.as_deref(), &Wanted::new());
     let rules = rules_of(&owned.taint_rules, name);
-    let mut pass = Pass::new(ctx, name, uid.clone(), Mode::Cleanup);
+    let mut pass = Pass::new(ctx, name, Mode::Cleanup);
     pass.remove(&unwanted).await;
     // With the uid, as `object_ref` gives it: `kubectl describe` finds a config's events by it.
     let reference =

@@ -21,7 +21,7 @@ use pass::Pass;
 
 /// Carries out `plan`: every write of one reconcile, and what each did.
 pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
-    let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
+    let mut pass = Pass::new(ctx, &plan.config.name, plan.mode);
     // The driver and the templates (with the budgets) do not depend on each other: written at the same time, the
     // DaemonSet controller sees the plugin while the templates are still being created.
     let mut templates = pass.fork();
@@ -43,7 +43,7 @@ pub async fn execute(plan: &Plan, ctx: &Context) -> Report {
 /// killed in between) leaves the pods alone, so the next pass plans the same step again from the same status
 /// instead of moving a second batch while the first is still unrecorded.
 pub async fn evict(plan: &Plan, step: &Step, ctx: &Context) -> Report {
-    let mut pass = Pass::new(ctx, &plan.config.name, plan.config.uid.clone(), plan.mode);
+    let mut pass = Pass::new(ctx, &plan.config.name, plan.mode);
     pass.evict(&step.evict, &plan.config.spec.driver.namespace).await;
     pass.report
 }

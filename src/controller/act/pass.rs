@@ -32,22 +32,20 @@ fn written<K: Operand>(dt: &K::DynamicType, object: &K) -> Written {
 pub struct Pass<'a> {
     ctx: &'a Context,
     config: String,
-    uid: Option<String>,
     /// False in a paused pass.
     writes: bool,
     pub report: Report,
 }
 
 impl<'a> Pass<'a> {
-    pub fn new(ctx: &'a Context, config: &str, uid: Option<String>, mode: Mode) -> Self {
+    pub fn new(ctx: &'a Context, config: &str, mode: Mode) -> Self {
         let writes = mode != Mode::Paused;
-        Self { ctx, config: config.into(), uid, writes, report: Report::default() }
+        Self { ctx, config: config.into(), writes, report: Report::default() }
     }
 
     /// A second pass for the same config, to write beside this one at the same time; `join` takes it back.
     pub fn fork(&self) -> Self {
-        let (ctx, uid) = (self.ctx, self.uid.clone());
-        Self { ctx, config: self.config.clone(), uid, writes: self.writes, report: Report::default() }
+        Self { ctx: self.ctx, config: self.config.clone(), writes: self.writes, report: Report::default() }
     }
 
     /// Takes back what a forked pass did.
@@ -55,8 +53,9 @@ impl<'a> Pass<'a> {
         self.report.absorb(fork.report);
     }
 
-    /// Applies `desired` under `manager` unless the cache already holds it (a failure goes to the report). Returns false when the write found the object's namespace being deleted (the cache had not shown it
-    /// yet), or the server serves no such kind.
+    /// Applies `desired` under `manager` unless the cache already holds it (a failure goes to the report). Returns
+    /// false when the write found the object's namespace being deleted (the cache had not shown it yet), or the
+    /// server serves no such kind.
     pub async fn ensure<K: Operand>(&mut self, desired: &K, manager: &str) -> bool {
         let Some(dt) = K::served(self.ctx) else { return false };
         let what = written(&dt, desired);
