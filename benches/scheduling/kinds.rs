@@ -6,7 +6,7 @@
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use kube::ResourceExt;
 use neuron_dra_operator::cli::parse_config;
-use neuron_dra_operator::logic::build::{Allocator, OwnClasses, build_with};
+use neuron_dra_operator::logic::desired::{Allocator, OwnClasses, build_with};
 use neuron_dra_operator::logic::validate::validate;
 use serde_json::{Value, json};
 

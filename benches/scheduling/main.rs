@@ -32,7 +32,7 @@ use neuron_dra_operator::devtools::simulate::{self, fleet::FleetSpec};
 use serde_json::json;
 
 use kinds::{Kind, TRN2, TRN2U};
-use neuron_dra_operator::logic::build::Allocator;
+use neuron_dra_operator::logic::desired::Allocator;
 use occupy::Fill;
 use table::{Row, Table};
 

@@ -11,7 +11,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use neuron_dra_operator::devtools::simulate::fleet::{self, FleetSpec};
-use neuron_dra_operator::logic::build::{EFA_DEVICE_CLASS, NEURON_DRIVER, ultra_server_node_class_name};
+use neuron_dra_operator::logic::desired::{EFA_DEVICE_CLASS, NEURON_DRIVER, ultra_server_node_class_name};
 use serde_json::{Value, json};
 
 use super::kinds::{DEVICE_CLASS, Kind};
