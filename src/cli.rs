@@ -38,7 +38,7 @@ pub enum Command {
         /// allocates quickly, as the running operator shapes them; default: the form every supported version
         /// allocates quickly (docs/decisions.md, "Whole nodes on a busy fleet").
         #[arg(long = "kubernetes-version", value_parser = parse_allocator, conflicts_with = "kueue")]
-        kubernetes_version: Option<crate::logic::build::Allocator>,
+        kubernetes_version: Option<crate::logic::desired::Allocator>,
     },
     /// Scrape every ready operator replica's /metrics as this pod's ServiceAccount (what the chart's `helm test`
     /// runs).
@@ -149,12 +149,16 @@ pub async fn smoke_test(service: &str, namespace: Option<&str>) -> anyhow::Resul
 }
 
 /// The allocator of a `--kubernetes-version`.
-fn parse_allocator(version: &str) -> Result<crate::logic::build::Allocator, String> {
-    crate::logic::build::Allocator::of_version(version)
+fn parse_allocator(version: &str) -> Result<crate::logic::desired::Allocator, String> {
+    crate::logic::desired::Allocator::of_version(version)
         .ok_or_else(|| format!("{version:?} is not a Kubernetes version like 1.34 or v1.37.2"))
 }
 
-pub fn render(file: &Path, namespaces: &[String], allocator: crate::logic::build::Allocator) -> anyhow::Result<String> {
+pub fn render(
+    file: &Path,
+    namespaces: &[String],
+    allocator: crate::logic::desired::Allocator,
+) -> anyhow::Result<String> {
     let config = read_config(file)?;
     let validated = validate(&config).map_err(|InvalidConfig(problems)| RenderError(problems))?;
     let namespaces = if namespaces.is_empty() { &validated.spec.templates.namespaces } else { namespaces };
@@ -162,9 +166,9 @@ pub fn render(file: &Path, namespaces: &[String], allocator: crate::logic::build
         return Err(RenderError(vec![problem("--namespace", format!("{bad:?} is not a valid namespace name"))]).into());
     }
     // Budgets of the namespaces a budget names (a selector needs the cluster), the first budget winning.
-    let budgets = crate::logic::build::named_budgets(&validated);
-    let own = crate::logic::build::OwnClasses::BOTH;
-    let desired = crate::logic::build::build_with(&validated, namespaces, own, allocator);
+    let budgets = crate::logic::desired::named_budgets(&validated);
+    let own = crate::logic::desired::OwnClasses::BOTH;
+    let desired = crate::logic::desired::build_with(&validated, namespaces, own, allocator);
     Ok(desired.with_quotas(&validated, &budgets).to_yaml()?)
 }
 
@@ -172,6 +176,6 @@ pub fn render(file: &Path, namespaces: &[String], allocator: crate::logic::build
 pub fn render_kueue(file: &Path) -> anyhow::Result<(String, Vec<String>)> {
     let config = read_config(file)?;
     let validated = validate(&config).map_err(|InvalidConfig(problems)| RenderError(problems))?;
-    let objects = crate::logic::build::kueue::build_kueue(&validated).map_err(RenderError)?;
+    let objects = crate::logic::desired::kueue::build_kueue(&validated).map_err(RenderError)?;
     Ok((objects.to_yaml()?, objects.notes))
 }

@@ -18,7 +18,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use neuron_dra_operator::api::TemplateRequest;
 use neuron_dra_operator::devtools::simulate::TaintEffect;
-use neuron_dra_operator::logic::build::Allocator;
+use neuron_dra_operator::logic::desired::Allocator;
 use serde_json::{Value, json};
 use support::allocation::{self, Promise, create_pod, workload_pod};
 use support::fleet::Fleet;

@@ -222,7 +222,7 @@ async fn deleting_the_config_removes_everything_it_created() {
     assert!(Api::<ServiceAccount>::namespaced(s.client.clone(), &driver_ns).get_opt(&plugin).await.unwrap().is_none());
     assert!(Api::<ClusterRoleBinding>::all(s.client.clone()).get_opt(&plugin).await.unwrap().is_none());
     // The plugin's ClusterRole is the install's, shared by every config: it stays.
-    let role = neuron_dra_operator::logic::build::PLUGIN_CLUSTER_ROLE;
+    let role = neuron_dra_operator::logic::desired::PLUGIN_CLUSTER_ROLE;
     assert!(Api::<ClusterRole>::all(s.client.clone()).get_opt(role).await.unwrap().is_some());
     // Its DeviceClass had no other owner: it goes too.
     assert!(Api::<DeviceClass>::all(s.client.clone()).get_opt(&class).await.unwrap().is_none());

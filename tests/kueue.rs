@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
 use neuron_dra_operator::cli::parse_config;
-use neuron_dra_operator::logic::build::kueue::{KueueObjects, LOCAL_QUEUE, build_kueue};
+use neuron_dra_operator::logic::desired::kueue::{KueueObjects, LOCAL_QUEUE, build_kueue};
 use neuron_dra_operator::logic::validate::validate;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -13,7 +13,7 @@ mod support {
 
 use neuron_dra_operator::api::RemediationEffect;
 use neuron_dra_operator::api::labels::{LABEL_MANAGED_BY, MANAGER};
-use neuron_dra_operator::logic::build;
+use neuron_dra_operator::logic::desired;
 use neuron_dra_operator::logic::remediation::{self, Problem};
 use neuron_dra_operator::logic::validate::{ValidatedConfig, validate};
 use serde_json::{Value, json};
@@ -75,9 +75,9 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
     let elsewhere = ours(namespace(&format!("{}-elsewhere", s.id)));
     let rule = "the operator may write namespaces only in a driver namespace";
     refused_create("create a namespace that is not a driver namespace", &operator, &admin, &elsewhere, rule).await;
-    let driver_namespace = with_kind(&build::namespace(&config), "v1", "Namespace");
+    let driver_namespace = with_kind(&desired::namespace(&config), "v1", "Namespace");
     accepted_create("create the driver namespace", &operator, &driver_namespace).await;
-    let account = with_kind(&build::service_account(&config), "v1", "ServiceAccount");
+    let account = with_kind(&desired::service_account(&config), "v1", "ServiceAccount");
     assert_accepted("create the plugin's ServiceAccount", create(&operator, &account).await);
     let mut elsewhere_account = account.clone();
     elsewhere_account["metadata"]["namespace"] = json!("kube-system");
@@ -85,7 +85,7 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
     assert_refused("a ServiceAccount in kube-system", refused, "may write serviceaccounts only in a driver namespace");
 
     // The plugin's DaemonSet as the operator renders it, and variants of it, each one rule broken.
-    let rendered = with_kind(&build::daemon_set(&config), "apps/v1", "DaemonSet");
+    let rendered = with_kind(&desired::daemon_set(&config), "apps/v1", "DaemonSet");
     let named = |suffix: &str| {
         let mut ds = rendered.clone();
         let name = format!("neuron-dra-{}-{suffix}", s.id);
@@ -156,7 +156,7 @@ async fn a_stolen_operator_token_runs_only_the_plugin_daemon_set_in_a_driver_nam
 async fn a_stolen_operator_token_binds_only_the_plugin_role_to_plugin_service_accounts() {
     let s = Scenario::new("lpcrb").await;
     let (operator, admin) = (operator(&s.id).await, s.client.clone());
-    let (driver, plugin) = (s.driver_namespace(), build::plugin_name(&s.id));
+    let (driver, plugin) = (s.driver_namespace(), desired::plugin_name(&s.id));
     let name = |suffix: &str| format!("{}-{suffix}", s.id);
 
     let tenant = binding(&name("basic"), "system:basic-user", json!([plugin_subject("default", "default")]));
@@ -230,7 +230,7 @@ async fn a_stolen_operator_token_taints_only_neuron_devices_and_budgets_only_dev
         let refused = create(&operator, &quota(&team, name, json!({"hard": hard}))).await;
         assert_refused(&format!("a quota of {hard}"), refused, quota_rule);
     }
-    let key = build::device_quota_key(&config.spec.device_class_name);
+    let key = desired::device_quota_key(&config.spec.device_class_name);
     let scoped = quota(
         &team,
         "scoped",
@@ -238,7 +238,7 @@ async fn a_stolen_operator_token_taints_only_neuron_devices_and_budgets_only_dev
         {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}),
     );
     assert_refused("a scoped quota", create(&operator, &scoped).await, quota_rule);
-    let budget = with_kind(&build::resource_quota(&config, &team, 4.into()), "v1", "ResourceQuota");
+    let budget = with_kind(&desired::resource_quota(&config, &team, 4.into()), "v1", "ResourceQuota");
     assert_accepted("the team's device budget as rendered", create(&operator, &budget).await);
     delete(&operator, &budget).await.expect("the operator deletes its budget");
     delete(&admin, &namespace(&team)).await.unwrap();

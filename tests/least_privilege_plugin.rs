@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use kube::Client;
 use neuron_dra_operator::devtools::simulate::fleet::{self, FleetSpec, SIMULATED_LABEL, slice_name};
 use neuron_dra_operator::devtools::simulate::{self as simulate};
-use neuron_dra_operator::logic::build::{self, NEURON_DRIVER};
+use neuron_dra_operator::logic::desired::{self, NEURON_DRIVER};
 use neuron_dra_operator::logic::validate::validate;
 use serde_json::{Value, json};
 use support::attack::{
@@ -64,17 +64,18 @@ impl Plugin {
             "profiles": [{"name": "train", "training": {"devices": 4}}]}),
         );
         let config = validate(&serde_json::from_value(document).unwrap()).expect("a valid config");
-        let (namespace, account) = (s.driver_namespace(), build::plugin_name(&s.id));
+        let (namespace, account) = (s.driver_namespace(), desired::plugin_name(&s.id));
         let operator = support::attack::operator(&s.id).await;
-        accepted_create("the driver namespace", &operator, &typed(&build::namespace(&config), "v1", "Namespace")).await;
-        let service_account = typed(&build::service_account(&config), "v1", "ServiceAccount");
+        accepted_create("the driver namespace", &operator, &typed(&desired::namespace(&config), "v1", "Namespace"))
+            .await;
+        let service_account = typed(&desired::service_account(&config), "v1", "ServiceAccount");
         assert_accepted("the plugin's ServiceAccount", create(&operator, &service_account).await);
         let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": account, "labels": {"app.kubernetes.io/managed-by": "neuron-dra-operator"}},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "neuron-dra-plugin"},
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]});
         assert_accepted("the plugin's binding", create(&operator, &binding).await);
-        let daemon_set = typed(&build::daemon_set(&config), "apps/v1", "DaemonSet");
+        let daemon_set = typed(&desired::daemon_set(&config), "apps/v1", "DaemonSet");
         assert_accepted("the plugin's DaemonSet", create(&operator, &daemon_set).await);
 
         let pods = format!("jsonpath={{range .items[?(@.spec.nodeName==\"{own}\")]}}{{.metadata.name}}{{end}}");

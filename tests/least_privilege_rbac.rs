@@ -11,7 +11,7 @@ mod support {
     pub mod scenario;
 }
 
-use neuron_dra_operator::logic::build::NEURON_DRIVER;
+use neuron_dra_operator::logic::desired::NEURON_DRIVER;
 use serde_json::{Value, json};
 use support::attack::{LOADED, assert_accepted, assert_refused, create, delete, operator, ours, patch};
 use support::cluster::{

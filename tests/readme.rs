@@ -8,7 +8,7 @@ mod support {
 }
 
 use neuron_dra_operator::cli::parse_config;
-use neuron_dra_operator::logic::build::build;
+use neuron_dra_operator::logic::desired::build;
 use neuron_dra_operator::logic::validate::validate;
 use serde_yaml::Value;
 use std::collections::BTreeSet;

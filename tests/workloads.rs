@@ -17,7 +17,7 @@ mod support {
 use std::collections::BTreeMap;
 
 use neuron_dra_operator::cli::parse_config;
-use neuron_dra_operator::logic::build::build;
+use neuron_dra_operator::logic::desired::build;
 use neuron_dra_operator::logic::validate::validate;
 use serde_json::{Value, json};
 use support::cluster::{documents, repo};

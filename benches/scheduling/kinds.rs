@@ -6,7 +6,7 @@
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 use kube::ResourceExt;
 use neuron_dra_operator::cli::parse_config;
-use neuron_dra_operator::logic::build::build;
+use neuron_dra_operator::logic::desired::{Allocator, OwnClasses, build_with};
 use neuron_dra_operator::logic::validate::validate;
 use serde_json::{Value, json};
 
@@ -56,8 +56,13 @@ pub fn all() -> Vec<Kind> {
 }
 
 /// What to apply before any pod: the DeviceClasses and every template, compiled by the operator's compiler for
-/// `namespace`. Owner references are dropped: no config object exists for the garbage collector to find.
-pub fn compiled(kinds: &[Kind], namespace: &str) -> (Vec<DeviceClass>, Vec<ResourceClaimTemplate>) {
+/// `namespace` and the server's `allocator` (the form the operator would write there). Owner references are
+/// dropped: no config object exists for the garbage collector to find.
+pub fn compiled(
+    kinds: &[Kind],
+    namespace: &str,
+    allocator: Allocator,
+) -> (Vec<DeviceClass>, Vec<ResourceClaimTemplate>) {
     let profiles: Vec<Value> = kinds
         .iter()
         .map(|k| {
@@ -73,7 +78,7 @@ pub fn compiled(kinds: &[Kind], namespace: &str) -> (Vec<DeviceClass>, Vec<Resou
     });
     let parsed = parse_config(&doc.to_string()).expect("the bench's config parses");
     let config = validate(&parsed).unwrap_or_else(|e| panic!("the bench's config is valid: {e:?}"));
-    let desired = build(&config, &[namespace.to_string()]);
+    let desired = build_with(&config, &[namespace.to_string()], OwnClasses::BOTH, allocator);
     let mut classes = vec![desired.device_class, desired.ultra_server_node_class];
     for class in &mut classes {
         class.metadata.owner_references = None;

@@ -1,6 +1,7 @@
 //! One timed run: with the scheduler stopped, the pods and (by the resourceclaim controller) their claims; then the
-//! scheduler started and timed until every pod is bound. Its own figures come from its /metrics and its CPU from
-//! /proc, both of this run alone: it is started afresh for each.
+//! scheduler started and timed until every pod is bound or the run's limit passes. Its own figures come from its
+//! /metrics and its CPU from /proc, both of this run alone: it is started afresh for each, and its CPU is counted
+//! from its first binding, so its start-up (informers, caches) is left out of every run alike.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,6 +18,13 @@ use serde_json::json;
 pub const NAMESPACE: &str = "bench-sched";
 const TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How long a run waits for its pods to bind (BENCH_SCHED_RUN_SECONDS, default 120): a shape that cannot bind on a
+/// busy fleet is reported with its unbound pods instead of holding the bench for the API-wait timeout.
+fn run_limit() -> Duration {
+    let seconds = std::env::var("BENCH_SCHED_RUN_SECONDS").map_or(120, |s| s.parse().expect("BENCH_SCHED_RUN_SECONDS"));
+    Duration::from_secs(seconds)
+}
+
 /// What one run measured.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Figures {
@@ -26,10 +34,14 @@ pub struct Figures {
     pub attempt_ms: f64,
     /// Mean DynamicResources Filter call (µs, one node), `scheduler_plugin_execution_duration_seconds` (sampled).
     pub filter_us: f64,
-    /// The scheduler's CPU seconds over the run.
+    /// The scheduler's CPU seconds from its first binding to the end of the run.
     pub scheduler_cpu: f64,
-    /// Pods left unbound at the timeout.
+    /// Pods bound, and left unbound at the run's limit.
+    pub bound: usize,
     pub unbound: usize,
+    /// Seconds from the scheduler's start to each pod's binding: median and 95th percentile of the bound pods.
+    pub bind_median: f64,
+    pub bind_p95: f64,
 }
 
 /// Times `pods` pods of `template` on nodes of `instance_type`.
@@ -50,10 +62,10 @@ pub async fn timed(client: &Client, template: &str, instance_type: &str, pods: u
 
     component("start-component");
     let pid = scheduler_pid();
-    let cpu_before = cpu_seconds(pid);
     let profile = start_profile(template);
-    let (first, last, unbound) = bound(&pod_api, pods).await;
-    let cpu = cpu_seconds(pid) - cpu_before;
+    let bindings = bound(&pod_api, pods, pid).await;
+    let cpu = cpu_seconds(pid) - bindings.cpu_at_first;
+    let (first, last, unbound) = (bindings.first, bindings.last, pods - bindings.after.len());
     if let Some(mut curl) = profile {
         // Before the next run stops the scheduler, which would cut the profile short.
         let _ = curl.wait();
@@ -61,7 +73,40 @@ pub async fn timed(client: &Client, template: &str, instance_type: &str, pods: u
     let (attempt_ms, filter_us) = scheduler_metrics();
     let rate = if unbound == 0 && pods > 1 { (pods - 1) as f64 / (last - first).as_secs_f64().max(0.001) } else { 0.0 };
     clean(client).await;
-    Figures { pods_per_second: rate, attempt_ms, filter_us, scheduler_cpu: cpu, unbound }
+    let mut after = bindings.after;
+    after.sort_by(f64::total_cmp);
+    let quantile =
+        |q: f64| after.get(((after.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0.0);
+    Figures {
+        pods_per_second: rate,
+        attempt_ms,
+        filter_us,
+        scheduler_cpu: cpu,
+        bound: after.len(),
+        unbound,
+        bind_median: quantile(0.5),
+        bind_p95: quantile(0.95),
+    }
+}
+
+/// The median of each figure over a cell's runs (each taken on its own: the median run of one figure need not be
+/// the median run of another).
+pub fn median(runs: &[Figures]) -> Figures {
+    let of = |figure: fn(&Figures) -> f64| {
+        let mut values: Vec<f64> = runs.iter().map(figure).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied().unwrap_or(0.0)
+    };
+    Figures {
+        pods_per_second: of(|f| f.pods_per_second),
+        attempt_ms: of(|f| f.attempt_ms),
+        filter_us: of(|f| f.filter_us),
+        scheduler_cpu: of(|f| f.scheduler_cpu),
+        bound: of(|f| f.bound as f64) as usize,
+        unbound: of(|f| f.unbound as f64) as usize,
+        bind_median: of(|f| f.bind_median),
+        bind_p95: of(|f| f.bind_p95),
+    }
 }
 
 fn pod(template: &str, instance_type: &str, i: usize) -> Pod {
@@ -78,19 +123,39 @@ fn pod(template: &str, instance_type: &str, i: usize) -> Pod {
     .expect("a valid pod")
 }
 
-/// When the first pod was seen bound, when the last, and how many never were.
-async fn bound(pods: &Api<Pod>, count: usize) -> (Instant, Instant, usize) {
+/// What the scheduler did with a run's pods, as polled every 100 ms.
+struct Bindings {
+    /// When the first pod was seen bound, and the last (or the run's limit).
+    first: Instant,
+    last: Instant,
+    /// The scheduler's CPU seconds when the first binding was seen.
+    cpu_at_first: f64,
+    /// Seconds from the scheduler's start to each bound pod's binding.
+    after: Vec<f64>,
+}
+
+async fn bound(pods: &Api<Pod>, count: usize, scheduler: u32) -> Bindings {
     let started = Instant::now();
+    let limit = run_limit();
     let mut first = None;
+    let mut cpu_at_first = cpu_seconds(scheduler);
+    let mut seen = std::collections::BTreeMap::new();
     loop {
         let list = pods.list(&ListParams::default()).await.expect("listing pods");
-        let done = list.items.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()).count();
         let now = Instant::now();
-        if done > 0 && first.is_none() {
-            first = Some(now);
+        for pod in &list.items {
+            if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                seen.entry(name).or_insert_with(|| (now - started).as_secs_f64());
+            }
         }
-        if done >= count || started.elapsed() > TIMEOUT {
-            return (first.unwrap_or(now), now, count - done);
+        if !seen.is_empty() && first.is_none() {
+            first = Some(now);
+            cpu_at_first = cpu_seconds(scheduler);
+        }
+        if seen.len() >= count || started.elapsed() > limit {
+            let after = seen.into_values().collect();
+            return Bindings { first: first.unwrap_or(now), last: now, cpu_at_first, after };
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -31,7 +31,7 @@ import (
 const (
 	driverName        = "neuron.aws.com"
 	instanceTypeLabel = "node.kubernetes.io/instance-type"
-	// The gRPC health service the operator's liveness probe names (src/logic/build/driver.rs).
+	// The gRPC health service the operator's liveness probe names (src/logic/desired/driver.rs).
 	livenessService = "liveness"
 	notReadySuffix  = "-notready"
 	fewerSuffix     = "-fewer"

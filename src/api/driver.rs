@@ -1,6 +1,17 @@
 //! `spec.driver`: the kubelet-plugin DaemonSet.
 
-use super::{DNS_LABEL, IMAGE_REF, RolloutPolicy, default_driver_image, default_driver_namespace};
+use super::names::{DNS_LABEL, IMAGE_REF};
+use super::rollout::RolloutPolicy;
+
+pub const DEFAULT_DRIVER_IMAGE: &str = "public.ecr.aws/neuron/neuron-dra-driver:1.1.0";
+pub const DEFAULT_DRIVER_NAMESPACE: &str = "neuron-dra-driver";
+
+fn default_driver_image() -> String {
+    DEFAULT_DRIVER_IMAGE.to_string()
+}
+fn default_driver_namespace() -> String {
+    DEFAULT_DRIVER_NAMESPACE.to_string()
+}
 
 /// Where kubelets keep their root directory unless told otherwise.
 pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
@@ -146,4 +157,40 @@ pub struct UpdateStrategy {
     /// Nodes that may run an old and a new plugin pod at once during an update (count or percentage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_surge: Option<IntOrString>,
+}
+
+/// The CEL rules of the policy and of `driver`, for `render` (field path, reason).
+pub fn rollout_problems(driver: &DriverSpec) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let Some(policy) = &driver.rollout else { return found };
+    let path = "spec.driver.rollout";
+    if driver.update_strategy.is_some() {
+        found.push((
+            path.to_string(),
+            "must not be set with updateStrategy (the operator steps the rollout itself)".into(),
+        ));
+    }
+    if !(1..=100).contains(&policy.canary) {
+        found.push((format!("{path}.canary"), "must be between 1 and 100".into()));
+    }
+    let step_ok = match &policy.max_unavailable {
+        IntOrString::Int(count) => (1..=100).contains(count),
+        IntOrString::String(text) => {
+            text.strip_suffix('%').and_then(|p| p.parse::<u32>().ok()).is_some_and(|p| (1..=100).contains(&p))
+                && !text.starts_with('0')
+        }
+    };
+    if !step_ok {
+        found.push((
+            format!("{path}.maxUnavailable"),
+            "must be a count from 1 to 100 or a percentage from 1% to 100%".into(),
+        ));
+    }
+    if policy.timeout_seconds().is_none() {
+        found.push((format!("{path}.timeout"), "must be a duration from 10s to 24h such as 90s, 5m or 1h30m".into()));
+    }
+    if policy.soak_seconds().is_none() {
+        found.push((format!("{path}.soak"), "must be a duration from 0s to 24h such as 30s, 2m or 1h".into()));
+    }
+    found
 }

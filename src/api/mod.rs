@@ -6,16 +6,18 @@
 //!
 //! Files by concern: the spec's root here, `driver` (the plugin DaemonSet), `profiles` (workload profiles),
 //! `rollout` and `remediation` (their policies and status), `quotas` (device budgets per team), `status` (what the
-//! operator observed).
+//! operator observed), `issue` (a node's problem, which the status and a halted rollout both list), `names` (the
+//! name and reference rules several files check). The children import each other one way only, never this file.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
-use std::sync::LazyLock;
 use validator::Validate;
 
 mod driver;
+mod issue;
 pub mod labels;
+mod names;
 mod profiles;
 mod quotas;
 mod remediation;
@@ -23,33 +25,15 @@ mod rollout;
 mod status;
 
 pub use driver::*;
+pub use issue::*;
+pub use names::*;
 pub use profiles::*;
 pub use quotas::*;
 pub use remediation::*;
 pub use rollout::*;
 pub use status::*;
 
-pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
-pub static DNS_LABEL: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(DNS_LABEL_PATTERN).unwrap());
-static DNS_SUBDOMAIN: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").unwrap());
-static IMAGE_REF: LazyLock<regex::Regex> = LazyLock::new(|| regex::Regex::new(r"^[^\s]+$").unwrap());
-static INSTANCE_TYPE: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"^[a-z0-9][a-z0-9-]*\.[a-z0-9]+$").unwrap());
-static DRIVER_VERSION: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"^[0-9]+(\.[0-9]+){1,3}$").unwrap());
-
-/// `<DNS subdomain>/<name>`, outside the `kubernetes.io` domains (which the API server keeps for itself).
-pub const EXTENDED_RESOURCE_PATTERN: &str =
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
-static EXTENDED_RESOURCE: LazyLock<regex::Regex> = LazyLock::new(|| {
-    // The regex crate has no look-around: the kubernetes.io exclusion is checked in `validate`.
-    regex::Regex::new(EXTENDED_RESOURCE_PATTERN).unwrap()
-});
-
 pub const GROUP: &str = "neurondra.io";
-pub const DEFAULT_DRIVER_IMAGE: &str = "public.ecr.aws/neuron/neuron-dra-driver:1.1.0";
-pub const DEFAULT_DRIVER_NAMESPACE: &str = "neuron-dra-driver";
 pub const DEFAULT_DEVICE_CLASS: &str = "neuron.aws.com";
 /// Longest profile name whose `-prefill` suffix still fits a 63-character label value.
 pub const MAX_DISAGGREGATED_NAME: usize = 63 - "-prefill".len();
@@ -145,20 +129,6 @@ pub struct NeuronDRAConfigSpec {
     pub remediation: Option<RemediationPolicy>,
 }
 
-pub(crate) fn validate_namespace_names(names: &[String]) -> Result<(), validator::ValidationError> {
-    match names.iter().find(|name| name.len() > 63 || !DNS_LABEL.is_match(name)) {
-        Some(bad) => Err(validator::ValidationError::new("namespace")
-            .with_message(format!("{bad:?} is not a valid namespace name (DNS label)").into())),
-        None => Ok(()),
-    }
-}
-
 fn default_device_class() -> String {
     DEFAULT_DEVICE_CLASS.to_string()
-}
-fn default_driver_image() -> String {
-    DEFAULT_DRIVER_IMAGE.to_string()
-}
-fn default_driver_namespace() -> String {
-    DEFAULT_DRIVER_NAMESPACE.to_string()
 }

@@ -1,6 +1,6 @@
 //! `spec.profiles`: workload profiles, compiled into ResourceClaimTemplates, and `spec.templates`.
 
-use super::{DNS_LABEL, DNS_LABEL_PATTERN, DRIVER_VERSION, INSTANCE_TYPE, validate_namespace_names};
+use super::names::{DNS_LABEL, DNS_LABEL_PATTERN, DRIVER_VERSION, INSTANCE_TYPE, validate_namespace_names};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::KubeSchema;
 use schemars::JsonSchema;

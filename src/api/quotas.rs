@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use validator::Validate;
 
-use super::{DNS_LABEL_PATTERN, validate_namespace_names};
+use super::names::{DNS_LABEL_PATTERN, validate_namespace_names};
 
 /// The CEL rule that keeps a budget's UltraServer node entries within its devices. 16 is the devices one node entry
 /// stands for (`catalog::ULTRA_SERVER_NODE_DEVICES`, which a test holds it to; the API layer cannot read the catalog).

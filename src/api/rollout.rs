@@ -1,11 +1,13 @@
 //! The stepped plugin rollout: the `driver.rollout` policy and what `status.driver` says about versions and steps.
-//! Doc comments become `kubectl explain`; the CEL rules here are repeated in `rollout_problems` for offline `render`.
+//! Doc comments become `kubectl explain`; the CEL rules here are repeated in `rollout_problems` (`driver.rs`, which holds the policy) for offline `render`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::issue::NodeIssue;
 
 /// Most nodes one step may move: each is listed in `status.driver.rollout.stepNodes`, so the status stays small.
 pub const MAX_STEP_NODES: usize = 100;
@@ -153,42 +155,6 @@ pub(crate) fn parse_duration(text: &str) -> Option<u64> {
     (number.is_empty() && !units.is_empty()).then_some(total)
 }
 
-/// The CEL rules of the policy and of `driver`, for `render` (field path, reason).
-pub fn rollout_problems(driver: &super::DriverSpec) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    let Some(policy) = &driver.rollout else { return found };
-    let path = "spec.driver.rollout";
-    if driver.update_strategy.is_some() {
-        found.push((
-            path.to_string(),
-            "must not be set with updateStrategy (the operator steps the rollout itself)".into(),
-        ));
-    }
-    if !(1..=100).contains(&policy.canary) {
-        found.push((format!("{path}.canary"), "must be between 1 and 100".into()));
-    }
-    let step_ok = match &policy.max_unavailable {
-        IntOrString::Int(count) => (1..=100).contains(count),
-        IntOrString::String(text) => {
-            text.strip_suffix('%').and_then(|p| p.parse::<u32>().ok()).is_some_and(|p| (1..=100).contains(&p))
-                && !text.starts_with('0')
-        }
-    };
-    if !step_ok {
-        found.push((
-            format!("{path}.maxUnavailable"),
-            "must be a count from 1 to 100 or a percentage from 1% to 100%".into(),
-        ));
-    }
-    if policy.timeout_seconds().is_none() {
-        found.push((format!("{path}.timeout"), "must be a duration from 10s to 24h such as 90s, 5m or 1h30m".into()));
-    }
-    if policy.soak_seconds().is_none() {
-        found.push((format!("{path}.soak"), "must be a duration from 0s to 24h such as 30s, 2m or 1h".into()));
-    }
-    found
-}
-
 /// What `status.driver` says about one plugin version.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -264,7 +230,7 @@ pub struct RolloutStatus {
     pub step_nodes: Vec<StepNode>,
     /// Why the rollout halted: each node that failed, with what failed (at most 50).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failed_nodes: Vec<super::NodeIssue>,
+    pub failed_nodes: Vec<NodeIssue>,
 }
 
 /// A node moved in the current step.

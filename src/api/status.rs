@@ -4,7 +4,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{RemediationStatus, RolloutStatus, TeamStatus, TeamSummary, VersionCount};
+use super::issue::NodeIssue;
+use super::quotas::{TeamStatus, TeamSummary};
+use super::remediation::RemediationStatus;
+use super::rollout::{RolloutStatus, VersionCount};
 
 /// Observed state, written by the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -156,21 +159,6 @@ pub struct TaintRuleSummary {
     /// That condition's message (pods pending eviction and evicted; for `effect: None`, what `NoExecute` would do).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-}
-
-/// A node's reason in `NodeIssue` (health) and in a halted rollout's `failedNodes`: its plugin pod is missing or not
-/// Ready.
-pub const PLUGIN_NOT_READY: &str = "PluginNotReady";
-
-/// One node problem.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeIssue {
-    pub node: String,
-    /// A CamelCase reason such as NoResourceSlice or LegacyDevicePlugin.
-    pub reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub message: String,
 }
 
 /// Template totals.

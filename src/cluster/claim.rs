@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Serialize};
 
-use super::meta_with_labels;
+use super::parse::meta_with_labels;
 
 /// A ResourceClaim: its labels (generated claims carry their template's) and what it holds now: the allocated
 /// devices and the pods that reserve it. Every claim in the cluster is cached, so only this much is kept.

@@ -9,8 +9,8 @@ use kube::Resource;
 use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
 
+use super::parse::{ConditionView, conditions_of, meta_with_labels};
 use super::shared::{Shared, interned_str};
-use super::{conditions_of, meta_with_labels};
 
 /// The Neuron node problem detector's condition (True: a problem).
 pub const NEURON_HEALTH: &str = "NeuronHealth";
@@ -66,20 +66,6 @@ impl ConditionView {
     pub fn is_hardware_condition(&self) -> bool {
         self.type_ == NEURON_HEALTH || self.type_ == ACCELERATED_HARDWARE_READY
     }
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-pub struct ConditionView {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub message: Option<String>,
-    /// When the status last changed: remediation serves the oldest problem first.
-    #[serde(default, rename = "lastTransitionTime", skip_serializing_if = "Option::is_none")]
-    pub last_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use super::{ConditionView, conditions_of, slim_meta_owned};
+use super::parse::{ConditionView, conditions_of, slim_meta_owned};
 
 /// The label the DaemonSet controller puts on its pods and ControllerRevisions.
 pub const REVISION_LABEL: &str = "controller-revision-hash";

@@ -12,7 +12,7 @@ use kube::Resource;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::meta_without_labels;
+use super::parse::meta_without_labels;
 use super::shared::{Shared, interned, interned_str};
 
 /// A ResourceSlice: driver, node, pool and, per device, its name, taints and the attributes health reads.

@@ -1,6 +1,7 @@
 use super::*;
 use crate::devtools::simulate::fleet::{self, FleetSpec};
 use k8s_openapi::api::resource::v1::DeviceTaint;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 fn fleet() -> FleetSpec {

@@ -10,9 +10,9 @@ use kube::api::{Api, PostParams};
 use kube::core::ApiResource;
 use tokio::sync::{Mutex, OnceCell};
 
-use super::snapshot::Probes;
+use super::pure::snapshot::Probes;
 use crate::api::{NeuronDRAConfigSpec, RemediationEffect};
-use crate::logic::build::{Allocator, VERSION_RECHECK};
+use crate::logic::desired::{Allocator, VERSION_RECHECK};
 use crate::logic::fence::{self, Allowed};
 use crate::logic::validate::ValidatedConfig;
 
@@ -28,10 +28,6 @@ pub struct Capabilities {
     fixed_allocator: Option<Allocator>,
 }
 
-/// How soon a config whose plugin is unfenced looks again: admission objects are read by name, not watched, so a
-/// restored fence brings no event.
-pub const FENCE_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
-
 impl Capabilities {
     /// Everything a pass asks the server before planning: the fences (on every pass), and for a spec that
     /// validates (`validated`), what it needs beyond the base API (asked once).
@@ -43,7 +39,8 @@ impl Capabilities {
     ) -> Result<Probes, kube::Error> {
         let fence = self.fence(client).await?;
         let Some(validated) = validated else {
-            return Ok(Probes { fence, ..Probes::default() });
+            // A spec that does not validate is refused before the server's answers matter: nothing more is asked.
+            return Ok(Probes { fence, unsupported: None, allocator: Allocator::default() });
         };
         let unsupported = self.missing(client, taint_rules, &validated.spec).await?;
         let allocator = self.allocator(client).await?;

@@ -8,7 +8,9 @@ use kube::runtime::events::Recorder;
 use kube::{Client, ResourceExt};
 
 use super::Stores;
-use super::events::Remembered;
+use super::capabilities::Capabilities;
+use super::expectations::{Applier, config_key};
+use super::pure::events::Remembered;
 use crate::api::NeuronDRAConfig;
 use crate::logic::validate::ValidatedConfig;
 use crate::runtime::telemetry::Metrics;
@@ -17,12 +19,12 @@ use crate::runtime::telemetry::Metrics;
 pub struct Context {
     pub client: Client,
     /// Server-side apply and delete, with the writes the cache has not shown yet.
-    pub applier: crate::controller::act::apply::Applier,
+    pub applier: Applier,
     pub stores: Stores,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     /// What the API server supports beyond the base DRA API (probed on first need).
-    pub capabilities: super::capabilities::Capabilities,
+    pub capabilities: Capabilities,
     /// The DeviceTaintRule version the server serves (found at start), for writing rules; None where it serves none.
     pub taint_rules: Option<kube::core::ApiResource>,
     /// What is kept about each config between its passes, by config name: one entry, dropped as one.
@@ -99,7 +101,7 @@ impl Context {
     /// are unknown and stay until the operator restarts.
     pub(super) fn forget_named(&self, name: &str, uid: Option<&str>, validated: Option<&ValidatedConfig>) {
         self.memory.lock().expect("not poisoned").remove(name);
-        self.applier.expectations.forget(&crate::controller::act::apply::config_key(name));
+        self.applier.expectations.forget(&config_key(name));
         if let Some(uid) = uid {
             self.stores.validations.forget(uid);
         }

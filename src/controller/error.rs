@@ -3,7 +3,7 @@
 
 use kube::runtime::finalizer;
 
-use crate::controller::act::apply::{ApplyError, api_category};
+use super::pure::failure::{ApplyError, Category};
 use crate::runtime::client::brief;
 
 #[derive(Debug, thiserror::Error)]
@@ -39,41 +39,26 @@ fn writes_message(errors: &[ApplyError]) -> String {
 
 impl Error {
     /// Each failure as (category, message): one Warning event each.
-    pub fn failures(&self) -> Vec<(&'static str, String)> {
+    pub fn failures(&self) -> Vec<(Category, String)> {
+        let refused = |e: &kube::Error, otherwise| Category::of_refusal(e).unwrap_or(otherwise);
         match self {
             Self::Writes(errors) => errors.iter().map(|e| (e.category(), e.to_string())).collect(),
-            Self::Status(e) => vec![(api_category(e).unwrap_or("StatusFailed"), self.to_string())],
-            Self::Probe(e) => vec![(api_category(e).unwrap_or("ProbeFailed"), self.to_string())],
+            Self::Status(e) => vec![(refused(e, Category::StatusFailed), self.to_string())],
+            Self::Probe(e) => vec![(refused(e, Category::ProbeFailed), self.to_string())],
             Self::Finalizer(e) => match e.as_ref() {
                 finalizer::Error::ApplyFailed(inner) | finalizer::Error::CleanupFailed(inner) => inner.failures(),
                 finalizer::Error::AddFinalizer(api) | finalizer::Error::RemoveFinalizer(api) => {
-                    vec![(api_category(api).unwrap_or("FinalizerFailed"), self.to_string())]
+                    vec![(refused(api, Category::FinalizerFailed), self.to_string())]
                 }
-                _ => vec![("FinalizerFailed", self.to_string())],
+                _ => vec![(Category::FinalizerFailed, self.to_string())],
             },
         }
     }
 
     /// The category of the first failure: the label its log line and the first of its metric series carry.
-    pub fn metric_label(&self) -> &'static str {
-        self.failures().first().map_or("Unknown", |(category, _)| category)
+    pub fn category(&self) -> Category {
+        self.failures().first().map_or(Category::Unknown, |(category, _)| *category)
     }
-
-    /// Every category a failure can have, so that each series of `reconcile_errors_total` is served from the
-    /// start at 0 (an alert on `increase()` sees the first failure of a category, not only the second).
-    pub const METRIC_LABELS: [&'static str; 10] = [
-        "Forbidden",
-        "Conflict",
-        "Rejected",
-        "ApplyFailed",
-        "DeleteFailed",
-        "EvictFailed",
-        "StatusFailed",
-        "ProbeFailed",
-        "FinalizerFailed",
-        "Unknown",
-    ];
 }
-
 #[cfg(test)]
 mod tests;

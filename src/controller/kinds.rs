@@ -5,8 +5,8 @@
 //! config's driver objects, the RBAC the operator needs (checked against `config/rbac/role.yaml` and the table
 //! in docs/architecture.md), the OLM bundle's list of what a config makes (`devtools/bundle/csv.rs`) and the
 //! kinds an uninstall leaves none of (tests/install_eks.rs, which holds docs/install-eks.md's recovery commands to
-//! them). Adding a kind is one row here, its builder in `logic/build`, and its place in
-//! `Desired::in_order` (`logic/build/order.rs`), where the apply order and its stages are written once.
+//! them). Adding a kind is one row here, its builder in `logic/desired`, and its place in
+//! `Desired::in_order` (`logic/desired/order.rs`), where the apply order and its stages are written once.
 //!
 //! The kinds read but not owned (nodes, slices, claims, plugin pods, revisions, DeviceTaintRules, namespaces) are
 //! watched as compact views or found by discovery, each its own way (`controller/mod.rs`); `READ` lists them with

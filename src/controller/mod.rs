@@ -8,12 +8,9 @@ pub mod act;
 mod capabilities;
 mod context;
 mod error;
-mod events;
-mod observe;
-mod outcome;
-mod plan;
+mod expectations;
+mod pure;
 mod reconcile;
-mod snapshot;
 mod stores;
 mod validations;
 mod watch;
@@ -48,6 +45,9 @@ pub use act::config::FINALIZER;
 pub use context::Context;
 pub use error::Error;
 pub use stores::{GuardedConfig, Stores};
+
+use expectations::Applier;
+use pure::failure::Category;
 
 /// How long a trigger waits for more before its reconcile starts: long enough to fold the tail of a burst of
 /// owned-object events (a pass's own writes coming back through the watches; those that arrive while the pass runs
@@ -248,14 +248,14 @@ async fn watch_cluster_inputs(client: &Client, every: bool) -> ClusterInputs {
         cached_read(Api::<NodeView>::all(client.clone()), by_the_thousand.clone(), forget_versions, reads::node, every);
     let (slices, slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
-        of_driver(crate::logic::build::NEURON_DRIVER),
+        of_driver(crate::logic::desired::NEURON_DRIVER),
         forget_versions,
         reads::slice,
         every,
     );
     let (efa_slices, efa_slices_stream) = cached_read(
         Api::<SliceView>::all(client.clone()),
-        of_driver(crate::logic::build::EFA_DRIVER),
+        of_driver(crate::logic::desired::EFA_DRIVER),
         forget_versions,
         reads::slice,
         every,
@@ -310,7 +310,7 @@ fn context(
     let reporter = Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
     Context {
         client: client.clone(),
-        applier: crate::controller::act::apply::Applier::default(),
+        applier: Applier::default(),
         stores,
         recorder: Recorder::new(client, reporter),
         metrics,
@@ -332,18 +332,18 @@ fn signal_when_synced(stores: Stores, synced: tokio::sync::watch::Sender<bool>, 
     });
 }
 
-/// Serves every series of the reconcile's error counter at 0 from the start (see `Error::METRIC_LABELS`).
+/// Serves every series of the reconcile's error counter at 0 from the start (see `Category::ALL`).
 pub fn count_errors_from_zero(metrics: &Metrics) {
-    for category in Error::METRIC_LABELS {
-        let _ = metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() });
+    for category in Category::ALL {
+        let _ = metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.as_str().into() });
     }
 }
 
 /// Transient errors retry with per-config exponential backoff (1 s doubling to 5 min).
 fn error_policy(config: Arc<GuardedConfig>, error: &Error, ctx: Arc<Context>) -> Action {
     let name = config.name_any();
-    let category = error.metric_label();
-    let categories: std::collections::BTreeSet<&str> = error.failures().into_iter().map(|(c, _)| c).collect();
+    let category = error.category().as_str();
+    let categories: std::collections::BTreeSet<&str> = error.failures().into_iter().map(|(c, _)| c.as_str()).collect();
     for category in categories {
         ctx.metrics.reconcile_errors.get_or_create(&ErrorLabels { category: category.into() }).inc();
     }

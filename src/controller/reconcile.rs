@@ -11,16 +11,17 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use super::act::apply::config_key;
 use super::act::config::{self as written, FINALIZER};
 use super::act::pass::Pass;
 use super::act::publish::publish;
-use super::act::report::Report;
-use super::observe::AfterAct;
-use super::outcome::{self, Outcome};
-use super::plan::{Mode, Plan};
-use super::snapshot::Snapshot;
-use super::{Context, Error, GuardedConfig, act, events};
+use super::expectations::config_key;
+use super::pure::events;
+use super::pure::observe::AfterAct;
+use super::pure::outcome::{self, Outcome};
+use super::pure::plan::{Mode, Plan, Unwanted, Wanted};
+use super::pure::report::Report;
+use super::pure::snapshot::{Owned, Snapshot, rules_of};
+use super::{Context, Error, GuardedConfig, act};
 use crate::api::NeuronDRAConfig;
 use crate::logic::status;
 use crate::runtime::telemetry::{ConfigLabels, seconds};
@@ -119,7 +120,8 @@ async fn cleanup_unparseable(name: &str, metadata: &ObjectMeta, ctx: &Context) -
 async fn apply(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Error> {
     let validated = ctx.stores.validations.of(config);
     let probes = ctx.capabilities.probe(&ctx.client, ctx.taint_rules.as_ref(), validated.as_deref());
-    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone()).with_probes(probes.await.map_err(Error::Probe)?);
+    let probes = probes.await.map_err(Error::Probe)?;
+    let snapshot = Snapshot::new(&ctx.stores, ctx.taint_rules.clone(), probes);
     let plan = match Plan::new(config, &snapshot, status::now().as_second()) {
         Ok(plan) => plan,
         Err(refusal) => return report_refused(config, &outcome::refused(config, &refusal, status::now()), ctx).await,
@@ -160,9 +162,12 @@ async fn cleanup(config: &NeuronDRAConfig, ctx: &Context) -> Result<Action, Erro
 /// Deletes everything the config `name` (with `uid`) owns, found by its label and uid (no spec needed), and says
 /// what went.
 async fn cleanup_owned(name: &str, uid: Option<String>, ctx: &Context) -> Result<Action, Error> {
-    let rules = super::snapshot::rules_of(&ctx.stores.taint_rules.state(), name);
-    let mut pass = Pass::new(ctx, name, uid.clone(), Mode::Cleanup);
-    pass.delete_unclaimed().await;
+    // A cleanup wants nothing: everything the config owns goes.
+    let owned = Owned::read(&ctx.stores);
+    let unwanted = Unwanted::of(&owned, name, uid.as_deref(), &Wanted::new());
+    let rules = rules_of(&owned.taint_rules, name);
+    let mut pass = Pass::new(ctx, name, Mode::Cleanup);
+    pass.remove(&unwanted).await;
     // With the uid, as `object_ref` gives it: `kubectl describe` finds a config's events by it.
     let reference =
         k8s_openapi::api::core::v1::ObjectReference { uid, ..ObjectRef::<NeuronDRAConfig>::new(name).into() };

@@ -2,7 +2,7 @@
 //! same namespace, or serve different extended resources through the same DeviceClass (`devices.<class>`, which
 //! both would otherwise force-apply with their own `extendedResourceName` forever). The older config (creation
 //! time, then name) wins; the newer one applies nothing that conflicts and keeps what it already runs there. The
-//! controller adds what other configs run as claimants older than all (`controller::plan`), so what runs is never
+//! controller adds what other configs run as claimants older than all (`controller::pure::plan`), so what runs is never
 //! taken over.
 
 use std::collections::{BTreeMap, BTreeSet};

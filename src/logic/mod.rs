@@ -1,9 +1,9 @@
 //! Pure decisions: every function here takes values and returns values; nothing reads or writes the cluster.
 
-pub mod build;
 pub mod capacity;
 pub mod catalog;
 pub mod conflict;
+pub mod desired;
 pub mod fence;
 pub mod health;
 pub mod image;

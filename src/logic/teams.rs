@@ -9,8 +9,8 @@ use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
 
 use crate::api::{TeamNodeEntries, TeamRoom, TeamStatus, TeamSummary, TemplateCapacity, TemplateRequest};
-use crate::logic::build::{device_quota_key, ultra_server_node_class_name};
 use crate::logic::catalog::ULTRA_SERVER_NODE_DEVICES;
+use crate::logic::desired::{device_quota_key, ultra_server_node_class_name};
 use crate::logic::health::MAX_LISTED;
 
 /// What Kubernetes charges for an `All` request: the most devices one claim's allocation can hold

@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::api::NeuronDRAConfig;
-use crate::logic::build::short_hash;
+use crate::logic::desired::short_hash;
 
 pub const CRD_FILE: &str = "crds/neurondra.io_neurondraconfigs.yaml";
 /// Operator version that generated the CRD.

@@ -275,7 +275,7 @@ src/
 | `logic::status` | real |
 | `logic::statuses` | made up |
 
-Real: `src/logic/build/mod.rs`, `logic/build`, `status/conditions.rs`, `logic::build::Stage`, `validate::validate`,
+Real: `src/logic/desired/mod.rs`, `logic/desired`, `status/conditions.rs`, `logic::desired::Stage`, `validate::validate`,
 `Desired::in_order`, `Controller::for_stream`, `architecture::the_cycle_check_finds_a_cycle`,
 and prose: `neurondra.io/config`, `Created`, `/metrics`, `<module>/tests.rs`.
 Made up: `src/logic/paint.rs`, `validate::paint`, `Desired::paint`, `Brush::paint`, `brush::paint`.

@@ -1,7 +1,8 @@
-//! The import graph between files: which file's code names which other file's items, with `pub use` re-exports
-//! followed to the file that defines the item (`use crate::controller::Context` is an edge to
-//! `controller/context.rs`, not to `controller/mod.rs`). A parent's `mod child;` is no edge; a `pub use` is an edge
-//! only when the file's own code also names what it re-exports.
+//! The import graph between files: which file's code names which other file's items, with re-exports followed to
+//! the file that defines the item (`use crate::controller::Context` is an edge to `controller/context.rs`, not to
+//! `controller/mod.rs`), named ones (`pub use x::{A, B}`) and globs (`pub use x::*`: a name the module does not
+//! define itself is looked up in the modules it glob-imports). A parent's `mod child;` is no edge; a `pub use` is an
+//! edge only when the file's own code also names what it re-exports.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,12 @@ pub struct Tree {
     code: Vec<(Vec<String>, Vec<String>, String)>,
     /// Per module: the names its `use`s bind, name -> absolute path, followed to the defining file.
     exports: BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>>,
+    /// Per module: the names it re-exports by name (`pub use`), which a glob of it brings elsewhere.
+    public: BTreeMap<Vec<String>, BTreeSet<String>>,
+    /// Per module: the modules whose names it imports by glob (`use x::*`), each with whether it re-exports them.
+    globs: BTreeMap<Vec<String>, Vec<(Vec<String>, bool)>>,
+    /// Per module: the names of the items it defines (`struct`, `fn`, `const`, ...).
+    defined: BTreeMap<Vec<String>, BTreeSet<String>>,
 }
 
 pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -148,7 +155,18 @@ impl Tree {
     /// The given files of one crate (or of the test support tree) under `root`.
     pub fn read(root: &Path, files: &[PathBuf]) -> Tree {
         let use_statement = Regex::new(r"(?s)\b(pub(?:\([a-z]+\))?\s+)?use\s+([^;]+);").unwrap();
-        let mut tree = Tree { files: BTreeMap::new(), code: Vec::new(), exports: BTreeMap::new() };
+        let item = Regex::new(
+            r"\b(?:struct|enum|union|trait|type|fn|const|static|mod|macro_rules!)\s+([A-Za-z_][A-Za-z0-9_]*)",
+        )
+        .unwrap();
+        let mut tree = Tree {
+            files: BTreeMap::new(),
+            code: Vec::new(),
+            exports: BTreeMap::new(),
+            public: BTreeMap::new(),
+            globs: BTreeMap::new(),
+            defined: BTreeMap::new(),
+        };
         for file in files {
             let module = module_of(root, file);
             if is_test(&module) {
@@ -161,30 +179,65 @@ impl Tree {
         let children = |m: &[String]| modules.contains(m);
         // Any `use` binds a name its module's descendants may import (`use super::X`); `pub use` also for others.
         for (module, _, code) in tree.code.iter().filter(|(file, scope, _)| file == scope) {
+            let defined = item.captures_iter(code).map(|c| c[1].to_string());
+            tree.defined.entry(module.clone()).or_default().extend(defined);
             for statement in use_statement.captures_iter(code) {
+                let public = statement.get(1).is_some();
                 for (path, name) in expand(&statement[2]) {
-                    if let Some(full) = absolute(module, &children, &path) {
-                        tree.exports.entry(module.clone()).or_default().insert(name, full);
+                    let Some(full) = absolute(module, &children, &path) else { continue };
+                    if name == "*" {
+                        let glob = full[..full.len() - 1].to_vec();
+                        tree.globs.entry(module.clone()).or_default().push((glob, public));
+                        continue;
                     }
+                    if public {
+                        tree.public.entry(module.clone()).or_default().insert(name.clone());
+                    }
+                    tree.exports.entry(module.clone()).or_default().insert(name, full);
                 }
             }
         }
         tree
     }
 
-    /// The file that defines what `path` (absolute) names, re-exports followed.
+    /// The file that defines what `path` (absolute) names, re-exports followed (by name, then by glob).
     fn resolve(&self, path: &[String], depth: usize) -> Option<Vec<String>> {
         let module = (0..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| self.files.contains_key(p))?;
-        let next = path.get(module.len());
-        let export = next.and_then(|n| self.exports.get(&module)?.get(n));
-        match export {
-            Some(target) if depth < 8 && target.as_slice() != path => {
-                let mut followed = target.clone();
+        let Some(next) = path.get(module.len()).filter(|_| depth < 8) else { return Some(module) };
+        let named = self.exports.get(&module).and_then(|e| e.get(next)).filter(|t| t.as_slice() != path).cloned();
+        match named.or_else(|| self.through_glob(&module, next)) {
+            Some(target) => {
+                let mut followed = target;
                 followed.extend(path[module.len() + 1..].iter().cloned());
                 self.resolve(&followed, depth + 1).or(Some(module))
             }
-            _ => Some(module),
+            None => Some(module),
         }
+    }
+
+    /// `name` in the module one of `module`'s globs imports it from, unless `module` defines it itself.
+    fn through_glob(&self, module: &[String], name: &str) -> Option<Vec<String>> {
+        if self.defined.get(module).is_some_and(|d| d.contains(name)) {
+            return None;
+        }
+        let globs = self.globs.get(module)?;
+        let (from, _) = globs.iter().find(|(glob, _)| self.offers(glob, name, 0))?;
+        let mut path = from.clone();
+        path.push(name.to_string());
+        Some(path)
+    }
+
+    /// Whether a glob import of `module` brings `name`: it defines it, re-exports it, or re-exports a glob that does.
+    fn offers(&self, module: &[String], name: &str, depth: usize) -> bool {
+        self.defined.get(module).is_some_and(|d| d.contains(name))
+            || self.public.get(module).is_some_and(|p| p.contains(name))
+            || (depth < 8
+                && self
+                    .globs
+                    .get(module)
+                    .into_iter()
+                    .flatten()
+                    .any(|(g, public)| *public && self.offers(g, name, depth + 1)))
     }
 
     /// Every (from, to) between files of the tree, tests excluded.
@@ -201,8 +254,16 @@ impl Tree {
             for statement in use_statement.captures_iter(code) {
                 let public = statement.get(1).is_some();
                 for (path, name) in expand(&statement[2]) {
-                    // A re-export the file itself does not use is no dependency of its code.
-                    if !public || words.contains(name.as_str()) {
+                    if name == "*" {
+                        // What a glob brings that the file's own code names.
+                        let glob = &path[..path.len() - 1];
+                        let Some(from) = absolute(module, &children, glob) else { continue };
+                        for word in words.iter().filter(|w| self.offers(&from, w, 0)) {
+                            let crate_path = ["crate".to_string()].into_iter().chain(from.iter().cloned());
+                            paths.push(crate_path.chain([word.to_string()]).collect());
+                        }
+                    } else if !public || words.contains(name.as_str()) {
+                        // A re-export the file itself does not use is no dependency of its code.
                         paths.push(path);
                     }
                 }

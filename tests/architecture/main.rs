@@ -9,41 +9,12 @@ mod files;
 mod layout;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The top-level modules from the bottom up; each may import only those before it (and itself).
 const LAYERS: [&str; 7] = ["api", "cluster", "logic", "runtime", "controller", "run", "cli"];
 /// Development tools may import anything; nothing but tests may import them.
 const DEVTOOLS: &str = "devtools";
-
-/// Every module path a file names from the crate root: `crate::a::b`, and `super::c` resolved against the file's
-/// own module; `use crate::{a, b::{c}}` groups are expanded one level.
-fn crate_paths(module: &[String], code: &str) -> Vec<Vec<String>> {
-    let path = regex::Regex::new(r"\b(crate|super)::([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)*)").unwrap();
-    let group = regex::Regex::new(r"\b(crate|super)::\{([^;]*)\}").unwrap();
-    let root = |anchor: &str| match anchor {
-        "super" => module[..module.len().saturating_sub(1)].to_vec(),
-        _ => Vec::new(),
-    };
-    let mut paths = Vec::new();
-    for c in path.captures_iter(code) {
-        let mut full = root(&c[1]);
-        full.extend(c[2].split("::").filter(|p| *p != "super").map(str::to_string));
-        paths.push(full);
-    }
-    for c in group.captures_iter(code) {
-        for item in c[2].split(',') {
-            let item: String =
-                item.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
-            if !item.is_empty() {
-                let mut full = root(&c[1]);
-                full.extend(item.split("::").map(str::to_string));
-                paths.push(full);
-            }
-        }
-    }
-    paths
-}
 
 struct Source {
     modules: BTreeSet<Vec<String>>,
@@ -51,26 +22,21 @@ struct Source {
     edges: BTreeSet<(Vec<String>, Vec<String>)>,
 }
 
+/// The library's modules and the imports between them: the file graph (`files::Tree`, re-exports followed, by name
+/// and by glob) with each file taken for its module.
 fn read_source() -> Source {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    source_of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// `read_source` of the library under `src`.
+fn source_of(src: &Path) -> Source {
     let mut paths = Vec::new();
-    files::rust_files(&src, &mut paths);
-    paths.retain(|f| !f.starts_with(src.join("bin")));
-    let texts: Vec<(Vec<String>, PathBuf, String)> = paths
-        .into_iter()
-        .map(|f| (files::module_of(&src, &f), f.clone(), std::fs::read_to_string(&f).unwrap()))
-        .collect();
-    let modules: BTreeSet<Vec<String>> = texts.iter().map(|(m, _, _)| m.clone()).collect();
-    let mut edges = BTreeSet::new();
-    for (module, _, text) in texts.iter().filter(|(m, _, _)| !files::is_test(m)) {
-        for path in crate_paths(module, &files::code_of(text)) {
-            // The longest prefix that is a module of its own file.
-            let target = (1..=path.len()).rev().map(|n| path[..n].to_vec()).find(|p| modules.contains(p));
-            if let Some(target) = target.filter(|t| t != module) {
-                edges.insert((module.to_vec(), target));
-            }
-        }
-    }
+    files::rust_files(src, &mut paths);
+    paths.retain(|f| !f.starts_with(src.join("bin")) && *f != src.join("main.rs"));
+    let tree = files::Tree::read(src, &paths);
+    let modules: BTreeSet<Vec<String>> = tree.files.keys().cloned().collect();
+    let edges =
+        tree.edges().iter().map(|(from, to)| (files::module_of(src, from), files::module_of(src, to))).collect();
     Source { modules, edges }
 }
 
@@ -149,6 +115,76 @@ fn the_cycle_check_finds_a_cycle() {
         edges: [(m("logic::health"), m("cluster::x")), (m("cluster::y"), m("logic::status"))].into(),
     };
     assert_eq!(sibling_cycles(&source), vec!["in : cluster -> logic -> cluster", "in : logic -> cluster -> logic"]);
+}
+
+/// A tree whose only import cycle hides behind glob re-exports: `api/status.rs` names `RolloutStatus` and
+/// `api/rollout.rs` names `NodeIssue`, each through `api/mod.rs`'s `pub use x::*`.
+#[test]
+fn the_cycle_checks_follow_glob_re_exports() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/architecture-check-glob");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("api")).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    write("lib.rs", "pub mod api;\npub mod logic;\n");
+    write("logic.rs", "use crate::api::Status;\npub fn phase(_: &Status) {}\n");
+    write("api/mod.rs", "mod rollout;\nmod status;\npub use rollout::*;\npub use status::*;\n");
+    write("api/status.rs", "use super::RolloutStatus;\npub struct Status(RolloutStatus);\npub struct NodeIssue;\n");
+    write("api/rollout.rs", "pub struct RolloutStatus(Vec<super::NodeIssue>);\n");
+    let source = source_of(&dir);
+    // The file check finds it, and so does the check between siblings.
+    let mut paths = Vec::new();
+    files::rust_files(&dir, &mut paths);
+    let cycles = files::cycles(&files::Tree::read(&dir, &paths).edges());
+    let names: Vec<Vec<String>> = cycles
+        .iter()
+        .map(|c| c.iter().map(|f| f.strip_prefix(&dir).unwrap().display().to_string()).collect())
+        .collect();
+    assert_eq!(names, vec![vec!["api/rollout.rs".to_string(), "api/status.rs".to_string()]]);
+    assert_eq!(
+        sibling_cycles(&source),
+        vec!["in api: rollout -> status -> rollout", "in api: status -> rollout -> status"]
+    );
+    // `logic` names `api::Status`: an edge to the file that defines it, not to `api/mod.rs`.
+    assert!(source.edges.contains(&(vec!["logic".into()], vec!["api".into(), "status".into()])));
+    let broken = Source {
+        modules: source.modules.clone(),
+        edges: source.edges.into_iter().filter(|(f, _)| f.last().is_some_and(|m| m != "rollout")).collect(),
+    };
+    assert!(sibling_cycles(&broken).is_empty());
+}
+
+/// The shell of a pass under `src/controller`: what reads the server, writes, watches or holds the process's state.
+const SHELL: [&str; 5] = ["reconcile", "act", "capabilities", "context", "watch"];
+/// The pure core of a pass (docs/architecture.md "One reconcile, top to bottom").
+const CORE: &str = "pure";
+
+/// Imports from the controller's pure core into its shell, or into the controller's root (which runs it).
+fn core_imports_of_the_shell(source: &Source) -> Vec<String> {
+    let in_core = |m: &[String]| m.len() > 1 && m[0] == "controller" && m[1] == CORE;
+    let shell = |m: &[String]| {
+        m.first().is_some_and(|top| top == "run" || top == "cli")
+            || (m.first().is_some_and(|top| top == "controller")
+                && m.get(1).is_none_or(|child| SHELL.contains(&child.as_str())))
+    };
+    let found = source.edges.iter().filter(|(from, to)| in_core(from) && shell(to));
+    found.map(|(from, to)| format!("{} -> {}", from.join("::"), to.join("::"))).collect()
+}
+
+#[test]
+fn the_pure_core_of_a_pass_imports_no_shell_module() {
+    let source = read_source();
+    let core = source.modules.iter().filter(|m| m.len() > 1 && m[0] == "controller" && m[1] == CORE).count();
+    assert!(core > 5, "the controller's pure core looks unread: {core} modules");
+    let found = core_imports_of_the_shell(&source);
+    assert!(found.is_empty(), "the pure core imports the shell:\n{}", found.join("\n"));
+    // The check itself, on two edges.
+    let m = |s: &str| s.split("::").map(str::to_string).collect::<Vec<_>>();
+    let edges = [
+        (m("controller::pure::outcome"), m("controller::act::report")),
+        (m("controller::act"), m("controller::pure::plan")),
+    ];
+    let sample = Source { modules: BTreeSet::new(), edges: edges.into() };
+    assert_eq!(core_imports_of_the_shell(&sample), vec!["controller::pure::outcome -> controller::act::report"]);
 }
 
 /// `cargo tree` of the package's features along one kind of edge.

@@ -117,7 +117,7 @@ async fn an_ultraserver_node_entry_is_charged_as_its_nodes_devices() {
 /// operator's own state, and shows on the real scheduler that a node-entry template gets a node entry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_entries_quota_key_holds_a_budget_to_its_devices() {
-    use neuron_dra_operator::logic::build::{build, named_budgets};
+    use neuron_dra_operator::logic::desired::{build, named_budgets};
     use neuron_dra_operator::logic::teams::{Amount, Budget, teams};
     use std::collections::BTreeMap;
 

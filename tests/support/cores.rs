@@ -7,8 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use neuron_dra_operator::logic::build::{REQUEST_NEURONS, ULTRA_SERVER_NODES_PREFIX};
 use neuron_dra_operator::logic::catalog;
+use neuron_dra_operator::logic::desired::{REQUEST_NEURONS, ULTRA_SERVER_NODES_PREFIX};
 use serde_json::Value;
 
 /// The flags that state how many NeuronCores a container's processes use.

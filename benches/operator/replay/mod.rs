@@ -146,7 +146,7 @@ impl Replay {
             },
             "spec": {"devices": {"requests": []}},
             "status": {"allocation": {"devices": {"results": [{
-                "request": "neuron", "driver": neuron_dra_operator::logic::build::NEURON_DRIVER,
+                "request": "neuron", "driver": neuron_dra_operator::logic::desired::NEURON_DRIVER,
                 "pool": node_name, "device": format!("neuron-device-{device}"),
             }]}}},
         });
@@ -217,7 +217,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
 
 /// The kind a GET of `path` asks for, if the replay generates it.
 fn generated(path: &str, query: &std::collections::HashMap<String, String>) -> Option<Kind> {
-    use neuron_dra_operator::logic::build::{EFA_DRIVER, NEURON_DRIVER};
+    use neuron_dra_operator::logic::desired::{EFA_DRIVER, NEURON_DRIVER};
     let selector = |key: &str| query.get(key).map(String::as_str).unwrap_or_default();
     match path {
         "/api/v1/nodes" => Some(Kind::Nodes),

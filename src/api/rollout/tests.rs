@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::rollout_problems;
 
 #[test]
 fn durations_parse_in_go_form_only() {

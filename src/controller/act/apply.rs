@@ -1,10 +1,7 @@
 //! apply: server-side apply of desired objects, skipping those the cluster already holds as wanted, and deletion of
 //! what is no longer wanted. A reconcile that changes nothing sends no write.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
@@ -13,20 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::labels::MANAGER;
+use crate::controller::expectations::{Applier, object_key, object_key_as};
+use crate::controller::pure::failure::ApplyError;
+use crate::controller::pure::report::Applied;
 pub use drift::{holds, stamped};
-pub use error::{ApplyError, api_category};
-
-/// What happened to one object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    Unchanged,
-    Created,
-    Updated,
-    /// Written by an earlier reconcile, and the watch cache has not shown that write yet: left alone.
-    Pending,
-    /// Made by someone else (these field managers): left as it is.
-    Foreign(String),
-}
 
 /// What the watch cache of a kind tells about who made an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,77 +26,16 @@ pub enum Ownership {
     Adopted,
 }
 
-/// How long a write may take to show up in the watch cache before the cache is trusted again anyway.
-const EXPECTATION_TTL: Duration = Duration::from_secs(10);
-
-/// Writes not yet seen in the watch cache (the "expectations" pattern of upstream controllers). Without them, a
-/// reconcile that runs right after another would act on a stale cache: re-create what was just created, or delete a
-/// template that was just replaced.
-#[derive(Default)]
-pub struct Expectations {
-    /// `Kind/namespace/name` → the resourceVersion the cache held before our write (None: absent), and when.
-    written: Mutex<HashMap<String, (Option<String>, Instant)>>,
-}
-
-impl Expectations {
-    /// True when nothing is awaited for `key`, or the cache (at `cached_version`) has moved past the state our write
-    /// replaced: it shows our write or something newer.
-    pub fn settled(&self, key: &str, cached_version: Option<&str>) -> bool {
-        let mut written = self.written.lock().expect("not poisoned");
-        match written.get(key) {
-            None => true,
-            Some((before, at)) if before.as_deref() != cached_version || at.elapsed() > EXPECTATION_TTL => {
-                written.remove(key);
-                true
-            }
-            Some(_) => false,
-        }
-    }
-
-    /// Stops waiting for `key` (its object is gone for good).
-    pub fn forget(&self, key: &str) {
-        self.written.lock().expect("not poisoned").remove(key);
-    }
-
-    /// Records a write that replaced the cached state `before` (its resourceVersion; None where it was absent).
-    pub fn wrote(&self, key: String, before: Option<String>) {
-        self.written.lock().expect("not poisoned").insert(key, (before, Instant::now()));
-    }
-}
-
-/// `Kind/namespace/name` of an object.
-pub fn object_key<K: Resource>(name: &str, namespace: Option<&str>) -> String
-where
-    K::DynamicType: Default,
-{
-    object_key_as::<K>(&K::DynamicType::default(), name, namespace)
-}
-
-/// `Kind/namespace/name` of an object of a kind known at run time (`dt`).
-fn object_key_as<K: Resource>(dt: &K::DynamicType, name: &str, namespace: Option<&str>) -> String {
-    format!("{}/{}/{name}", K::kind(dt), namespace.unwrap_or(""))
-}
-
-/// The expectations key of a config.
-pub fn config_key(name: &str) -> String {
-    object_key::<crate::api::NeuronDRAConfig>(name, None)
-}
-
 /// Field manager for objects several configs share: one per config, so each config's owner reference is its own.
 pub fn shared_manager(config: &str) -> String {
     format!("{MANAGER}.{config}")
 }
 
-/// Server-side apply and delete, remembering each write until the watch cache shows it.
-#[derive(Default)]
-pub struct Applier {
-    pub expectations: Expectations,
-}
-
+/// The writes of the `Applier` (its expectations are `controller/expectations.rs`'s, which the context holds).
 impl Applier {
     /// Server-side applies `desired` (of the kind `dt` names, e.g. DeviceTaintRules in the version the server
     /// serves) unless `existing` (from the watch cache) already holds it. An object the operator did not make is left
-    /// alone (`Outcome::Foreign`) unless the kind is `Ownership::Adopted`.
+    /// alone (`Applied::Foreign`) unless the kind is `Ownership::Adopted`.
     pub async fn ensure_as<K>(
         &self,
         dt: &K::DynamicType,
@@ -118,7 +44,7 @@ impl Applier {
         existing: Option<&K>,
         manager: &str,
         ownership: Ownership,
-    ) -> Result<Outcome, ApplyError>
+    ) -> Result<Applied, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
@@ -136,21 +62,21 @@ impl Applier {
         manager: &str,
         create_absent: bool,
         ownership: Ownership,
-    ) -> Result<Outcome, ApplyError>
+    ) -> Result<Applied, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
         let key = object_key_as::<K>(dt, &desired.name_any(), desired.meta().namespace.as_deref());
         if !self.expectations.settled(&key, existing.and_then(|e| e.meta().resource_version.as_deref())) {
-            return Ok(Outcome::Pending);
+            return Ok(Applied::Pending);
         }
         let foreign = |e: &&K| ownership != Ownership::Adopted && !owner::ours(e.meta());
         if let Some(existing) = existing.filter(foreign) {
-            return Ok(Outcome::Foreign(owner::managers(existing.meta())));
+            return Ok(Applied::Foreign(owner::managers(existing.meta())));
         }
         let applied = drift::Applied::of(desired, manager);
         if existing.is_some_and(|existing| applied.held_by(existing)) {
-            return Ok(Outcome::Unchanged);
+            return Ok(Applied::Unchanged);
         }
         let desired = &applied.stamp(desired);
         if create_absent && existing.is_none() {
@@ -161,14 +87,14 @@ impl Applier {
         let mut force = existing.is_some();
         if existing.is_none() && ownership == Ownership::Labelled {
             match owner::look(&K::kind(dt), api, &desired.name_any()).await? {
-                owner::Found::Foreign(managers) => return Ok(Outcome::Foreign(managers)),
+                owner::Found::Foreign(managers) => return Ok(Applied::Foreign(managers)),
                 owner::Found::Ours => force = true,
                 owner::Found::Absent => {}
             }
         }
         let before = existing.and_then(|e| e.meta().resource_version.clone());
         self.apply_as(dt, api, desired, before, manager, force).await?;
-        Ok(if existing.is_some() { Outcome::Updated } else { Outcome::Created })
+        Ok(if existing.is_some() { Applied::Updated } else { Applied::Created })
     }
 
     /// `ensure` for objects whose spec never changes once created (ResourceClaimTemplates): one the cache does not
@@ -179,7 +105,7 @@ impl Applier {
         desired: &K,
         existing: Option<&K>,
         manager: &str,
-    ) -> Result<Outcome, ApplyError>
+    ) -> Result<Applied, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
@@ -188,7 +114,7 @@ impl Applier {
     }
 
     /// Creates `desired` with a POST under `manager`; one that exists after all is server-side applied instead if
-    /// the operator made it (not in the cache yet), and left alone (`Outcome::Foreign`) if someone else did. `before`
+    /// the operator made it (not in the cache yet), and left alone (`Applied::Foreign`) if someone else did. `before`
     /// is the resourceVersion the cache holds (a replaced object's, until its deletion shows).
     pub async fn create<K>(
         &self,
@@ -196,7 +122,7 @@ impl Applier {
         desired: &K,
         before: Option<String>,
         manager: &str,
-    ) -> Result<Outcome, ApplyError>
+    ) -> Result<Applied, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
         K::DynamicType: Default,
@@ -212,7 +138,7 @@ impl Applier {
         desired: &K,
         before: Option<String>,
         manager: &str,
-    ) -> Result<Outcome, ApplyError>
+    ) -> Result<Applied, ApplyError>
     where
         K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     {
@@ -221,12 +147,12 @@ impl Applier {
         match api.create(&params, desired).await {
             Ok(_) => {
                 self.expectations.wrote(object_key_as::<K>(dt, &name, desired.meta().namespace.as_deref()), before);
-                Ok(Outcome::Created)
+                Ok(Applied::Created)
             }
             Err(kube::Error::Api(status)) if status.code == 409 => match owner::look(&K::kind(dt), api, &name).await? {
-                owner::Found::Foreign(managers) => Ok(Outcome::Foreign(managers)),
+                owner::Found::Foreign(managers) => Ok(Applied::Foreign(managers)),
                 // Gone meanwhile, or ours: the apply creates or takes back our own fields.
-                _ => self.apply_as(dt, api, desired, before, manager, true).await.map(|()| Outcome::Created),
+                _ => self.apply_as(dt, api, desired, before, manager, true).await.map(|()| Applied::Created),
             },
             Err(source) => Err(ApplyError::Apply { kind: K::kind(dt).into_owned(), name, source }),
         }
@@ -336,7 +262,6 @@ where
 }
 
 mod drift;
-mod error;
 pub mod owner;
 #[cfg(test)]
 mod tests;

@@ -11,10 +11,11 @@ use serde_json::json;
 
 use kube::runtime::events::Event;
 
-use super::apply::{ApplyError, config_key};
 use super::publish::publish;
 use crate::api::labels::MANAGER;
 use crate::api::{DriverStatus, NeuronDRAConfig, NeuronDRAConfigStatus, TemplateCapacity};
+use crate::controller::expectations::config_key;
+use crate::controller::pure::failure::ApplyError;
 use crate::controller::{Context, Error};
 use crate::logic::validate::ValidatedConfig;
 use crate::runtime::telemetry::ConfigLabels;

@@ -1,12 +1,11 @@
 //! operands: the kinds the operator writes, each with its cache and its API, so that one `Pass` (`pass.rs`) can
-//! claim, apply and delete objects of any of them: the owned kinds of the table (`controller/kinds.rs`), the driver
+//! apply and delete objects of any of them: the owned kinds of the table (`controller/kinds.rs`), the driver
 //! namespace and remediation's DeviceTaintRules.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::Api;
 use kube::core::ApiResource;
 use kube::runtime::reflector::ObjectRef;
@@ -15,7 +14,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::apply::Ownership;
-use crate::api::labels::ANNOTATION_SPEC_HASH;
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::controller::{Context, Stores};
 
@@ -95,16 +93,4 @@ impl Operand for TaintRuleView {
     fn api(client: &kube::Client, dt: &ApiResource, _: Option<&str>) -> Api<Self> {
         Api::all_with(client.clone(), dt)
     }
-}
-
-/// `namespace/name`, or `name` for cluster-scoped objects.
-pub fn key<K: Resource>(object: &K) -> String {
-    match object.meta().namespace.as_deref() {
-        Some(ns) => format!("{ns}/{}", object.name_any()),
-        None => object.name_any(),
-    }
-}
-
-pub fn spec_hash(template: &ResourceClaimTemplate) -> Option<&String> {
-    template.annotations().get(ANNOTATION_SPEC_HASH)
 }

@@ -1,10 +1,11 @@
-//! pass: the one owner of every object a config creates. A `Pass` records each object the plan claims (and applies
-//! it unless the watch cache already holds it), deletes the plugin pods a rollout step replaces, then deletes
-//! whatever carries the config's label but was not claimed, for every kind at once: that is orphan deletion in a
-//! normal pass and everything in a cleanup pass. A paused pass writes nothing and only judges which templates are
-//! in place. Every write goes through the `Applier`, so none is sent again before the cache shows it.
+//! pass: every write of one reconcile for one config. A `Pass` applies each object the plan wants unless the watch
+//! cache already holds it, replaces the templates the plan found changed, deletes the plugin pods a rollout step
+//! replaces, then removes what the plan found unwanted (`Unwanted`), every kind in the table's reverse order: that
+//! is orphan deletion in a normal pass and everything in a cleanup pass. A paused pass writes nothing. Every write
+//! goes through the `Applier`, so none is sent again before the cache shows it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
@@ -14,13 +15,13 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::apply::{ApplyError, Outcome, shared_manager};
-use super::operands::{Operand, key, spec_hash};
-use super::report::{Report, Written};
-use crate::api::labels::{LABEL_CONFIG, MANAGER};
-use crate::cluster::taint_rule::TaintRuleView;
-use crate::controller::plan::Mode;
-use crate::controller::{Context, kinds};
+use super::apply::shared_manager;
+use super::operands::Operand;
+use crate::api::labels::MANAGER;
+use crate::controller::Context;
+use crate::controller::pure::failure::ApplyError;
+use crate::controller::pure::plan::{Going, Mode, Unwanted};
+use crate::controller::pure::report::{Applied, Report, Written, key};
 use crate::logic::rollout::Eviction;
 
 fn written<K: Operand>(dt: &K::DynamicType, object: &K) -> Written {
@@ -31,53 +32,33 @@ fn written<K: Operand>(dt: &K::DynamicType, object: &K) -> Written {
 pub struct Pass<'a> {
     ctx: &'a Context,
     config: String,
-    uid: Option<String>,
     /// False in a paused pass.
     writes: bool,
-    /// Every object claimed in this pass.
-    claimed: BTreeSet<Written>,
     pub report: Report,
 }
 
 impl<'a> Pass<'a> {
-    pub fn new(ctx: &'a Context, config: &str, uid: Option<String>, mode: Mode) -> Self {
+    pub fn new(ctx: &'a Context, config: &str, mode: Mode) -> Self {
         let writes = mode != Mode::Paused;
-        Self { ctx, config: config.into(), uid, writes, claimed: BTreeSet::new(), report: Report::default() }
+        Self { ctx, config: config.into(), writes, report: Report::default() }
     }
 
     /// A second pass for the same config, to write beside this one at the same time; `join` takes it back.
     pub fn fork(&self) -> Self {
-        let (ctx, uid) = (self.ctx, self.uid.clone());
-        Self {
-            ctx,
-            config: self.config.clone(),
-            uid,
-            writes: self.writes,
-            claimed: BTreeSet::new(),
-            report: Report::default(),
-        }
+        Self { ctx: self.ctx, config: self.config.clone(), writes: self.writes, report: Report::default() }
     }
 
-    /// Takes back what a forked pass claimed and did.
+    /// Takes back what a forked pass did.
     pub fn join(&mut self, fork: Pass<'a>) {
-        self.claimed.extend(fork.claimed);
         self.report.absorb(fork.report);
     }
 
-    /// Claims `desired` without writing it: what exists is kept as it is.
-    pub fn claim<K: Operand>(&mut self, desired: &K) {
-        if let Some(dt) = K::served(self.ctx) {
-            self.claimed.insert(written(&dt, desired));
-        }
-    }
-
-    /// Claims `desired` and applies it under `manager` unless the cache already holds it (a failure goes to the
-    /// report). Returns false when the write found the object's namespace being deleted (the cache had not shown it
-    /// yet), or the server serves no such kind.
+    /// Applies `desired` under `manager` unless the cache already holds it (a failure goes to the report). Returns
+    /// false when the write found the object's namespace being deleted (the cache had not shown it yet), or the
+    /// server serves no such kind.
     pub async fn ensure<K: Operand>(&mut self, desired: &K, manager: &str) -> bool {
         let Some(dt) = K::served(self.ctx) else { return false };
         let what = written(&dt, desired);
-        self.claimed.insert(what.clone());
         if !self.writes {
             return true;
         }
@@ -96,13 +77,12 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Deletes this config's binding of the plugin's rights when it binds another role than `desired` does, and
-    /// claims it: a binding's roleRef cannot change (the operator once bound a ClusterRole of its own per config;
+    /// Deletes this config's binding of the plugin's rights when it binds another role than `desired` does: a
+    /// binding's roleRef cannot change (the operator once bound a ClusterRole of its own per config;
     /// the plugin's role is now installed with it). The next pass creates it anew. True when it went.
     pub async fn delete_rebound(&mut self, desired: &ClusterRoleBinding) -> bool {
         let cached = ClusterRoleBinding::cached(&self.ctx.stores, &desired.name_any(), None);
         let Some(current) = cached.filter(|current| current.role_ref != desired.role_ref) else { return false };
-        self.claimed.insert(written(&(), desired));
         if !self.writes {
             return false;
         }
@@ -112,40 +92,37 @@ impl<'a> Pass<'a> {
         true
     }
 
-    /// Claims the templates and applies them in parallel (bounded); a template whose spec changed is deleted and
-    /// created again (its spec is immutable). A paused pass only notes which are in place.
-    pub async fn ensure_templates(&mut self, templates: &[ResourceClaimTemplate]) {
+    /// Applies the templates in parallel (bounded); those whose spec changed (`replaced`, with the cached copy, as
+    /// the plan found them) are deleted and created again (a template's spec is immutable). A paused pass writes
+    /// nothing and reports those the plan found in place (`in_place`).
+    pub async fn ensure_templates(
+        &mut self,
+        templates: &[ResourceClaimTemplate],
+        replaced: &BTreeMap<String, Arc<ResourceClaimTemplate>>,
+        in_place: &BTreeSet<String>,
+    ) {
         use futures::StreamExt;
         // In flight at once: the local API server takes 250 creates about as fast at 8 as at 64 (`make bench`'s
         // sweep picks among them by noise); 32 stays well inside a server's mutating-request limit (200 by default).
         const PARALLEL: usize = 32;
-        for template in templates {
-            self.claim(template);
-        }
         if !self.writes {
-            for template in templates {
-                let existing = ResourceClaimTemplate::cached(
-                    &self.ctx.stores,
-                    &template.name_any(),
-                    template.namespace().as_deref(),
-                );
-                if existing.is_some_and(|e| spec_hash(&e) == spec_hash(template)) {
-                    self.report.templates_in_place.insert(key(template));
-                }
-            }
+            self.report.templates_in_place.extend(in_place.iter().cloned());
             return;
         }
         let ctx = self.ctx;
-        let outcomes: Vec<(String, bool, Result<Outcome, ApplyError>)> =
+        let outcomes: Vec<(String, bool, Result<Applied, ApplyError>)> =
             futures::stream::iter(templates.iter().cloned())
-                .map(|template| apply_template(template, ctx))
+                .map(|template| {
+                    let stale = replaced.get(&key(&template)).cloned();
+                    apply_template(template, stale, ctx)
+                })
                 .buffer_unordered(PARALLEL)
                 .collect()
                 .await;
         for (what, replaced, outcome) in outcomes {
             let written = Written { kind: "ResourceClaimTemplate".into(), key: what.clone() };
             let ok = match outcome {
-                Ok(Outcome::Created) if replaced => {
+                Ok(Applied::Created) if replaced => {
                     self.report.replaced.push(written);
                     true
                 }
@@ -178,91 +155,66 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// Deletes every object labelled as this config's that this pass did not claim, in every kind, and releases the
-    /// DeviceClasses it owns but did not claim. Nothing in a paused pass.
-    pub async fn delete_unclaimed(&mut self) {
+    /// Removes what the plan found unwanted: the owned kinds in the table's reverse order (what uses another object
+    /// goes before it), then remediation's rules. Nothing in a paused pass.
+    pub async fn remove(&mut self, unwanted: &Unwanted) {
         if !self.writes {
             return;
         }
-        // The owned kinds, the table backwards: what uses another object goes before it.
-        type Release<'p> = BoxFuture<'p, ()>;
-        let mut kinds: Vec<for<'p, 'c> fn(&'p mut Pass<'c>) -> Release<'p>> = Vec::new();
-        macro_rules! releases {
+        type Removal<'p> = BoxFuture<'p, ()>;
+        let mut kinds: Vec<for<'p, 'c> fn(&'p mut Pass<'c>, &'p Unwanted) -> Removal<'p>> = Vec::new();
+        macro_rules! removals {
             ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
-                $(kinds.push(|pass| Box::pin(pass.release_unclaimed_of::<$ty>(kinds::Release::$release)));)*
+                $(kinds.push(|pass, unwanted| Box::pin(pass.remove_of(&unwanted.$store)));)*
             };
         }
-        owned_kinds!(releases);
-        for release in kinds.into_iter().rev() {
-            release(self).await;
+        owned_kinds!(removals);
+        for removal in kinds.into_iter().rev() {
+            removal(self, unwanted).await;
         }
-        self.release_unclaimed_of::<TaintRuleView>(kinds::Release::Delete).await;
+        self.remove_of(&unwanted.taint_rules).await;
     }
 
-    async fn release_unclaimed_of<K: Operand>(&mut self, release: kinds::Release) {
-        match release {
-            kinds::Release::Delete => self.delete_unclaimed_of::<K>().await,
-            kinds::Release::Shared => self.release_shared::<K>().await,
-        }
-    }
-
-    async fn delete_unclaimed_of<K: Operand>(&mut self) {
+    /// Deletes or lets go of the objects of one kind.
+    async fn remove_of<K: Operand>(&mut self, going: &[Going<K>]) {
         let Some(dt) = K::served(self.ctx) else { return };
-        let config = self.config.as_str();
-        let uid = self.uid.as_deref();
-        let mut mine = K::deletable(&self.ctx.stores)
-            .into_iter()
-            .filter(|o| o.labels().get(LABEL_CONFIG).map(String::as_str) == Some(config))
-            // The label is only a filter: anyone who may label an object could put it there. What goes is what
-            // this config owns (its uid in the owner references).
-            .filter(|o| uid.is_some_and(|uid| o.owner_references().iter().any(|r| r.uid == uid)))
-            .filter(|o| !self.claimed.contains(&written(&dt, o.as_ref())))
-            .collect::<Vec<_>>();
-        mine.sort_by_key(|o| key(o.as_ref()));
-        for object in mine {
-            let api = K::api(&self.ctx.client, &dt, object.meta().namespace.as_deref());
-            let outcome = self.ctx.applier.delete_as(&dt, &api, object.as_ref()).await;
-            self.report.record_delete(written(&dt, object.as_ref()), outcome);
+        for object in going {
+            match object {
+                Going::Delete(object) => {
+                    let api = K::api(&self.ctx.client, &dt, object.meta().namespace.as_deref());
+                    let outcome = self.ctx.applier.delete_as(&dt, &api, object.as_ref()).await;
+                    self.report.record_delete(written(&dt, object.as_ref()), outcome);
+                }
+                Going::Release(object) => self.release::<K>(&dt, object.as_ref()).await,
+            }
         }
     }
 
-    /// Unclaimed shared objects this config owns: deleted when no other config owns them, otherwise only this
-    /// config's fields and owner reference are released.
-    async fn release_shared<K: Operand>(&mut self) {
-        let (Some(uid), Some(dt)) = (self.uid.clone(), K::served(self.ctx)) else { return };
-        // In name order, as orphans go: the cache's order is not the same from one pass to the next.
-        let mut shared = K::deletable(&self.ctx.stores);
-        shared.sort_by_key(|o| key(o.as_ref()));
-        for object in shared {
-            let owners = object.owner_references();
-            if self.claimed.contains(&written(&dt, object.as_ref())) || !owners.iter().any(|o| o.uid == uid) {
-                continue;
-            }
-            let api = K::api(&self.ctx.client, &dt, object.meta().namespace.as_deref());
-            if owners.iter().all(|o| o.uid == uid) {
-                let outcome = self.ctx.applier.delete_as(&dt, &api, object.as_ref()).await;
-                self.report.record_delete(written(&dt, object.as_ref()), outcome);
-            } else {
-                // Applying an empty object under this config's manager drops the fields only it owned.
-                let empty = json!({"apiVersion": K::api_version(&dt), "kind": K::kind(&dt),
-                    "metadata": {"name": object.name_any()}});
-                let params = PatchParams::apply(&shared_manager(&self.config)).force();
-                if let Err(source) = api.patch(&object.name_any(), &params, &Patch::Apply(&empty)).await {
-                    let kind = K::kind(&dt).into_owned();
-                    self.report.errors.push(ApplyError::Apply { kind, name: object.name_any(), source });
-                }
-            }
+    /// Lets go of a shared object another config owns too: applying an empty object under this config's manager
+    /// drops the fields only it owned.
+    async fn release<K: Operand>(&mut self, dt: &K::DynamicType, object: &K) {
+        let api = K::api(&self.ctx.client, dt, object.meta().namespace.as_deref());
+        let empty = json!({"apiVersion": K::api_version(dt), "kind": K::kind(dt),
+            "metadata": {"name": object.name_any()}});
+        let params = PatchParams::apply(&shared_manager(&self.config)).force();
+        if let Err(source) = api.patch(&object.name_any(), &params, &Patch::Apply(&empty)).await {
+            let kind = K::kind(dt).into_owned();
+            self.report.errors.push(ApplyError::Apply { kind, name: object.name_any(), source });
         }
     }
 }
 
-/// One template: (namespace/name, whether it was replaced, outcome).
-async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (String, bool, Result<Outcome, ApplyError>) {
+/// One template, replacing `stale` (the cached copy whose spec changed) if any: (namespace/name, whether it was
+/// replaced, outcome).
+async fn apply_template(
+    template: ResourceClaimTemplate,
+    stale: Option<Arc<ResourceClaimTemplate>>,
+    ctx: &Context,
+) -> (String, bool, Result<Applied, ApplyError>) {
     let ns = template.namespace().unwrap_or_default();
     let api = Api::<ResourceClaimTemplate>::namespaced(ctx.client.clone(), &ns);
-    let existing = ResourceClaimTemplate::cached(&ctx.stores, &template.name_any(), Some(&ns));
-    let stale = existing.as_ref().filter(|e| spec_hash(e) != spec_hash(&template));
     let Some(stale) = stale else {
+        let existing = ResourceClaimTemplate::cached(&ctx.stores, &template.name_any(), Some(&ns));
         let outcome = ctx.applier.ensure_created(&api, &template, existing.as_deref(), MANAGER).await;
         return (key(&template), false, outcome);
     };
@@ -272,7 +224,7 @@ async fn apply_template(template: ResourceClaimTemplate, ctx: &Context) -> (Stri
             let before = stale.metadata.resource_version.clone();
             ctx.applier.create(&api, &template, before, MANAGER).await
         }
-        Ok(false) => Ok(Outcome::Pending),
+        Ok(false) => Ok(Applied::Pending),
         Err(error) => Err(error),
     };
     (key(&template), true, outcome)

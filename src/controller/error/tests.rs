@@ -12,7 +12,7 @@ fn an_api_refusal_reads_as_one_line_without_the_status_dump() {
     assert_eq!(Error::Writes(vec![write]).to_string(), "applying DaemonSet p: x (409 Conflict)");
     let finalizer = Error::Finalizer(Box::new(finalizer::Error::RemoveFinalizer(refused(500, "InternalError", "y"))));
     assert_eq!(finalizer.to_string(), "removing the finalizer: y (500 InternalError)");
-    assert_eq!(finalizer.failures(), vec![("FinalizerFailed", finalizer.to_string())]);
+    assert_eq!(finalizer.failures(), vec![(Category::FinalizerFailed, finalizer.to_string())]);
 }
 
 #[test]
@@ -35,11 +35,11 @@ fn every_category_is_a_known_metric_label() {
         Error::Finalizer(Box::new(finalizer::Error::UnnamedObject)),
         Error::Writes(Vec::new()),
     ];
-    let mut seen: Vec<&str> = errors.iter().flat_map(|e| e.failures()).map(|(category, _)| category).collect();
-    seen.extend(errors.iter().map(Error::metric_label));
+    let mut seen: Vec<&str> = errors.iter().flat_map(|e| e.failures()).map(|(category, _)| category.as_str()).collect();
+    seen.extend(errors.iter().map(|e| e.category().as_str()));
     seen.sort();
     seen.dedup();
-    let mut known = Error::METRIC_LABELS.to_vec();
+    let mut known: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
     known.sort();
     assert_eq!(seen, known);
 }

@@ -34,7 +34,7 @@ fn the_table_follows_the_apply_order() {
                     spec: {profiles: [{name: p, training: {devices: 4}}]}";
     let config = crate::logic::validate::validate(&crate::cli::parse_config(yaml).unwrap()).unwrap();
     let desired =
-        crate::logic::build::build(&config, &["team".to_string()]).with_quotas(&config, &[("team".into(), 8)]);
+        crate::logic::desired::build(&config, &["team".to_string()]).with_quotas(&config, &[("team".into(), 8)]);
     let mut applied: Vec<String> = Vec::new();
     for (_, object) in desired.in_order() {
         let kind = serde_json::to_value(object).unwrap()["kind"].as_str().unwrap().to_string();

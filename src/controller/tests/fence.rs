@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::fixtures::{Fixture, World};
 use super::{CLUSTER_ROLE_BINDING, DAEMON_SET, SERVICE_ACCOUNT, condition, config, converged, desired};
-use crate::logic::build::PLUGIN_CLUSTER_ROLE;
+use crate::logic::desired::PLUGIN_CLUSTER_ROLE;
 
 const UNFENCED: &str = "the kubelet plugin's fence neuron-dra-plugin-fence is missing (ValidatingAdmissionPolicy)";
 

@@ -20,7 +20,7 @@ use super::super::{Context, GuardedConfig, Stores};
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::MANAGER;
 use crate::cluster::{NodeView, PodView, SliceView, node_view};
-use crate::logic::build::Desired;
+use crate::logic::desired::Desired;
 use crate::runtime::telemetry::Metrics;
 
 /// A store holding `objects`, listed once (ready).
@@ -61,7 +61,7 @@ pub struct World {
     /// The plugin's fences as judged (in place unless a test says otherwise).
     pub fence: Option<String>,
     /// The server's scheduler (default: the older, which searches orderings).
-    pub allocator: crate::logic::build::Allocator,
+    pub allocator: crate::logic::desired::Allocator,
     pub device_classes: Vec<DeviceClass>,
     /// DeviceClasses another tool made: in no owned cache, only among every class's metadata.
     pub foreign_device_classes: Vec<DeviceClass>,
@@ -116,10 +116,12 @@ impl World {
     }
 
     /// The snapshot a reconcile would take of this world.
-    pub fn snapshot(&self) -> crate::controller::snapshot::Snapshot {
+    pub fn snapshot(&self) -> crate::controller::pure::snapshot::Snapshot {
         let taint_rules = self.taint_rules.as_ref().map(|_| crate::cluster::taint_rule::v1_resource());
-        let probes = crate::controller::snapshot::Probes { allocator: self.allocator, ..Default::default() };
-        crate::controller::snapshot::Snapshot::new(&self.stores(), taint_rules).with_probes(probes)
+        // The unit tests' world: fences in place that allow any driver, a server that serves everything.
+        let fence = Ok(crate::logic::fence::Allowed::default());
+        let probes = crate::controller::pure::snapshot::Probes { fence, unsupported: None, allocator: self.allocator };
+        crate::controller::pure::snapshot::Snapshot::new(&self.stores(), taint_rules, probes)
     }
 
     pub fn stores(&self) -> Stores {
@@ -240,7 +242,7 @@ impl Fixture {
         let reporter = Reporter { controller: MANAGER.into(), instance: None };
         let ctx = Arc::new(Context {
             client: client.clone(),
-            applier: crate::controller::act::apply::Applier::default(),
+            applier: crate::controller::expectations::Applier::default(),
             stores: world.stores(),
             recorder: Recorder::new(client, reporter),
             metrics: Arc::new(Metrics::default()),
@@ -349,5 +351,5 @@ impl Server {
 
 /// The EFA driver's DeviceClass as its chart installs it (not the operator's).
 fn efa_class_metadata() -> kube::api::ObjectMeta {
-    kube::api::ObjectMeta { name: Some(crate::logic::build::EFA_DEVICE_CLASS.into()), ..Default::default() }
+    kube::api::ObjectMeta { name: Some(crate::logic::desired::EFA_DEVICE_CLASS.into()), ..Default::default() }
 }

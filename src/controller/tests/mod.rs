@@ -21,7 +21,7 @@ use super::FINALIZER;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::ANNOTATION_SPEC_HASH;
 use crate::devtools::simulate::fleet::{self, FleetSpec};
-use crate::logic::build::{self, Desired};
+use crate::logic::desired::{self, Desired};
 use crate::logic::validate::validate;
 use fixtures::{Fixture, World};
 
@@ -62,7 +62,7 @@ fn config(spec: Value) -> NeuronDRAConfig {
 }
 
 fn desired(config: &NeuronDRAConfig) -> Desired {
-    build::build(&validate(config).unwrap(), &["team-a".to_string()])
+    desired::build(&validate(config).unwrap(), &["team-a".to_string()])
 }
 
 fn nodes(count: usize) -> Vec<Node> {
@@ -231,7 +231,7 @@ async fn a_failed_status_write_is_retried() {
     let fixture = Fixture::new(&converged(&c));
     fixture.fail(STATUS, 500, "etcd is away", 1);
     let error = fixture.reconcile(&c).await.unwrap_err();
-    assert_eq!(error.metric_label(), "StatusFailed");
+    assert_eq!(error.category().as_str(), "StatusFailed");
     let action = super::error_policy(std::sync::Arc::new(fixtures::guarded(c.clone())), &error, fixture.ctx.clone());
     assert_eq!(action, kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(1)));
     assert_eq!(fixture.lines(), [STATUS, EVENT]);

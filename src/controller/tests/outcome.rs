@@ -10,12 +10,12 @@ use super::fixtures::World;
 use super::plan::NOW;
 use super::{config, converged};
 use crate::api::NeuronDRAConfig;
-use crate::controller::act::report::Report;
-use crate::controller::events::Remembered;
-use crate::controller::observe::AfterAct;
-use crate::controller::outcome::{self, Next, Outcome};
-use crate::controller::plan::{Plan, Refusal};
-use crate::controller::snapshot::{Probes, Snapshot};
+use crate::controller::pure::events::Remembered;
+use crate::controller::pure::observe::AfterAct;
+use crate::controller::pure::outcome::{self, Next, Outcome};
+use crate::controller::pure::plan::{Plan, Refusal};
+use crate::controller::pure::report::Report;
+use crate::controller::pure::snapshot::Snapshot;
 use crate::controller::stores::Stores;
 use crate::logic::status::{ConditionType, Reason, condition_reason};
 
@@ -104,8 +104,8 @@ fn a_missing_efa_class_is_in_the_status_told_once_and_gone_with_the_class() {
 #[test]
 fn a_spec_the_server_cannot_serve_is_refused_by_the_plan_after_validation() {
     let c = config(json!({"extendedResourceName": "aws.amazon.com/neuron"}));
-    let probes = Probes { unsupported: Some("spec.extendedResourceName: not here".into()), ..Probes::default() };
-    let snapshot = converged(&c).snapshot().with_probes(probes);
+    let mut snapshot = converged(&c).snapshot();
+    snapshot.probes.unsupported = Some("spec.extendedResourceName: not here".into());
     let refusal = Plan::new(&c, &snapshot, NOW).unwrap_err();
     assert!(matches!(&refusal, Refusal::Unsupported(m) if m.starts_with("spec.extendedResourceName")), "{refusal}");
 

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::fixtures::World;
 use super::{config, config_at, nodes};
-use crate::controller::plan::{Driver, Mode, NamespaceState, Plan, Refusal};
+use crate::controller::pure::plan::{Driver, Mode, NamespaceState, Plan, Refusal};
 use crate::logic::status::Validity;
 
 /// The plans' clock: any time after the fixtures' configs were created.
@@ -57,7 +57,7 @@ fn an_older_config_keeps_its_nodes_and_templates() {
     let plan = Plan::new(&newer, &world.snapshot(), NOW).unwrap();
     assert_eq!(plan.driver, Driver::BlockedByConflict);
     assert_eq!(plan.conflicts.nodes.len(), 2);
-    let templates: Vec<String> = plan.desired.templates.iter().map(crate::controller::act::operands::key).collect();
+    let templates: Vec<String> = plan.desired.templates.iter().map(crate::controller::pure::report::key).collect();
     assert_eq!(templates, ["team-b/pretrain"], "team-a/pretrain is the older config's");
     assert!(matches!(plan.validity(), Validity::Conflict(_)));
     let plan = Plan::new(&older, &world.snapshot(), NOW).unwrap();
@@ -158,4 +158,42 @@ fn only_plugin_pods_in_the_driver_namespace_trigger_their_config() {
     };
     assert_eq!(owner(pod("neuron-dra-driver")).map(|c| c.name), Some("c".to_string()));
     assert_eq!(owner(pod("team-a")), None);
+}
+
+#[test]
+fn the_plan_decides_what_goes_and_which_templates_are_replaced() {
+    use crate::api::labels::ANNOTATION_SPEC_HASH;
+    use crate::controller::pure::plan::Going;
+    use crate::controller::pure::report::key;
+    use kube::ResourceExt;
+    let c = config(json!({}));
+    let mut world = super::converged(&c);
+    // An orphan (a template of a profile the config no longer has), one that only carries its label (owned by
+    // another config), and a wanted template whose spec changed.
+    let mut orphan = world.templates[0].clone();
+    orphan.metadata.name = Some("gone".into());
+    let mut look_alike = orphan.clone();
+    look_alike.metadata.name = Some("look-alike".into());
+    look_alike.metadata.owner_references.iter_mut().flatten().for_each(|r| r.uid = "another".into());
+    world.templates[0].annotations_mut().insert(ANNOTATION_SPEC_HASH.into(), "older".into());
+    world.templates.extend([orphan, look_alike]);
+    let plan = Plan::new(&c, &world.snapshot(), NOW).unwrap();
+    let going: Vec<String> = plan
+        .unwanted
+        .templates
+        .iter()
+        .map(|g| match g {
+            Going::Delete(t) => format!("delete {}", key(t.as_ref())),
+            Going::Release(t) => format!("release {}", key(t.as_ref())),
+        })
+        .collect();
+    assert_eq!(going, ["delete team-a/gone"]);
+    assert!(plan.unwanted.daemon_sets.is_empty() && plan.unwanted.device_classes.is_empty());
+    let replaced: Vec<&String> = plan.replaced_templates.keys().collect();
+    assert_eq!(replaced, [&key(&plan.desired.templates[0])]);
+    assert!(plan.templates_in_place.is_empty());
+
+    let paused = config(json!({"paused": true}));
+    let plan = Plan::new(&paused, &world.snapshot(), NOW).unwrap();
+    assert!(plan.unwanted.templates.is_empty(), "a paused pass removes nothing");
 }

@@ -98,7 +98,7 @@ async fn a_young_problem_waits_for_problem_for_and_the_pass_is_requeued_for_it()
             "reason": "NeuronHasError_DMA", "lastTransitionTime": ten_seconds_ago}]}))
         .unwrap(),
     );
-    let plan = crate::controller::plan::Plan::new(&c, &world.snapshot(), now).unwrap();
+    let plan = crate::controller::pure::plan::Plan::new(&c, &world.snapshot(), now).unwrap();
     assert!(plan.remediation.rules().is_empty(), "no rule before the problem lasted a minute");
     assert_eq!(plan.remediation.recheck(), Some(std::time::Duration::from_secs(51)));
     let fixture = Fixture::new(&world);

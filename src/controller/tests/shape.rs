@@ -10,8 +10,8 @@ use super::fixtures::{Fixture, World};
 use super::plan::NOW;
 use super::{CREATE_TEMPLATE, EVENT, STATUS, TEMPLATE, config, converged, desired};
 use crate::api::labels::ANNOTATION_SPEC_HASH;
-use crate::controller::plan::Plan;
-use crate::logic::build::{self, Allocator, OwnClasses};
+use crate::controller::pure::plan::Plan;
+use crate::logic::desired::{Allocator, OwnClasses, VERSION_RECHECK, build_with};
 use crate::logic::validate::validate;
 
 /// A DeviceClass of `name` as AWS's chart makes it: Helm's label, selecting by driver alone.
@@ -27,8 +27,7 @@ fn a_class_is_the_operators_unless_another_tool_made_one_of_its_name() {
         {"name": "pretrain", "training": {"instanceType": "trn2.48xlarge", "devices": 4}},
         {"name": "us", "longContextInference": {"instanceType": "trn2u.48xlarge", "ultraServerNodes": 1}},
     ]}));
-    let shaped =
-        |own| build::build_with(&validate(&c).unwrap(), &["team-a".to_string()], own, Allocator::default()).templates;
+    let shaped = |own| build_with(&validate(&c).unwrap(), &["team-a".to_string()], own, Allocator::default()).templates;
     let planned = |world: &World| Plan::new(&c, &world.snapshot(), NOW).unwrap().desired.templates;
     let absent = World::with_namespaces(&["team-a", "neuron-dra-driver"]);
     assert_eq!(planned(&absent), shaped(OwnClasses::BOTH), "absent: this pass creates them");
@@ -49,7 +48,7 @@ async fn a_template_in_the_earlier_shape_is_replaced_once() {
     let c = config(json!({}));
     let mut world = converged(&c);
     let earlier =
-        build::build_with(&validate(&c).unwrap(), &["team-a".to_string()], OwnClasses::NEITHER, Allocator::default());
+        build_with(&validate(&c).unwrap(), &["team-a".to_string()], OwnClasses::NEITHER, Allocator::default());
     let earlier_hash = earlier.templates[0].annotations()[ANNOTATION_SPEC_HASH].clone();
     world.templates[0].spec = earlier.templates[0].spec.clone();
     world.templates[0].annotations_mut().insert(ANNOTATION_SPEC_HASH.into(), earlier_hash);
@@ -75,8 +74,7 @@ async fn a_template_in_the_earlier_shape_is_replaced_once() {
 async fn a_whole_node_template_is_replaced_by_its_count_once_the_server_searches_combinations() {
     let c =
         config(json!({"profiles": [{"name": "node", "training": {"instanceType": "trn2.48xlarge", "devices": 16}}]}));
-    let on_older =
-        build::build_with(&validate(&c).unwrap(), &["team-a".to_string()], OwnClasses::BOTH, Allocator::Orderings);
+    let on_older = build_with(&validate(&c).unwrap(), &["team-a".to_string()], OwnClasses::BOTH, Allocator::Orderings);
     let mut world = World::with_namespaces(&["team-a", "neuron-dra-driver"]).holding(&on_older, 0);
     world.configs.push(c.clone());
     let plan = Plan::new(&c, &world.snapshot(), NOW).unwrap();
@@ -84,7 +82,7 @@ async fn a_whole_node_template_is_replaced_by_its_count_once_the_server_searches
     let fixture = Fixture::new(&world);
     let action = fixture.reconcile(&c).await.unwrap();
     assert_eq!(fixture.lines(), [STATUS]);
-    assert_eq!(action, kube::runtime::controller::Action::requeue(build::VERSION_RECHECK));
+    assert_eq!(action, kube::runtime::controller::Action::requeue(VERSION_RECHECK));
 
     world.allocator = Allocator::Combinations;
     let fixture = Fixture::new(&world);
@@ -101,5 +99,5 @@ async fn a_whole_node_template_is_replaced_by_its_count_once_the_server_searches
         status["profiles"][0]["requests"],
         json!([{"template": "node", "allocationMode": "ExactCount", "charge": 16}])
     );
-    assert_ne!(action, kube::runtime::controller::Action::requeue(build::VERSION_RECHECK));
+    assert_ne!(action, kube::runtime::controller::Action::requeue(VERSION_RECHECK));
 }

@@ -10,7 +10,7 @@ use super::plan::NOW;
 use super::{STATUS, config, converged, nodes};
 use crate::api::{NeuronDRAConfig, RolloutState, RolloutStatus, StepNode};
 use crate::cluster::{PodView, slice_view};
-use crate::controller::plan::{Plan, Remediation};
+use crate::controller::pure::plan::{Plan, Remediation};
 use crate::devtools::simulate::fleet::{self, FleetSpec};
 use crate::logic::rollout::Change;
 use crate::logic::validate::validate;
@@ -228,7 +228,7 @@ fn a_soaking_step_is_looked_at_again_when_the_soak_ends() {
 fn a_halt_holds_the_daemon_set_on_the_last_good_template_until_the_template_changes() {
     let (c, mut world) = rolling();
     let spec_template = Plan::new(&c, &world.snapshot(), NOW).unwrap().desired.daemon_set.spec.unwrap().template;
-    let hash = crate::logic::build::short_hash(&Some(&spec_template));
+    let hash = crate::logic::desired::short_hash(&Some(&spec_template));
     move_node(&mut world, 0, NEW, "1.2.0", false);
     let halted = RolloutStatus {
         state: RolloutState::Halted,

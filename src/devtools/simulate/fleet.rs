@@ -14,9 +14,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-pub use crate::logic::build::EFA_DRIVER;
-use crate::logic::build::{EFA_DEVICE_CLASS, EFA_PCI_DEVICE, NEURON_DRIVER};
 use crate::logic::catalog::{self, InstanceType};
+pub use crate::logic::desired::EFA_DRIVER;
+use crate::logic::desired::{EFA_DEVICE_CLASS, EFA_PCI_DEVICE, NEURON_DRIVER};
 
 /// Label on every simulated node, so `simulate clear` finds them.
 pub const SIMULATED_LABEL: &str = "neurondra.io/simulated";

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{AllocatedDeviceView, ClaimView, DEVICE_GROUP_SIZES, DeviceView, GroupId, SliceView};
-use crate::logic::build::{EFA_DRIVER, EFA_PCI_DEVICE, NEURON_DRIVER};
+use crate::logic::desired::{EFA_DRIVER, EFA_PCI_DEVICE, NEURON_DRIVER};
 use crate::logic::health::taint_of;
 use crate::logic::validate::{Choice, ClaimKind, ClaimSpec, Count};
 

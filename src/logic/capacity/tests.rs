@@ -2,7 +2,7 @@ use super::*;
 use crate::api::labels::LABEL_CLAIM_TEMPLATE;
 use crate::cluster::{ClaimView, slice_view};
 use crate::devtools::simulate::fleet::{self, FleetSpec};
-use crate::logic::build::{EFA_DRIVER, NEURON_DRIVER};
+use crate::logic::desired::{EFA_DRIVER, NEURON_DRIVER};
 use k8s_openapi::api::resource::v1::DeviceTaint;
 use serde_json::json;
 

@@ -12,7 +12,7 @@ use crate::cluster::taint_rule::{self, EFFECT_NONE, TaintRuleView};
 use crate::cluster::{
     ClaimView, DeviceView, LEGACY_DEVICE_PLUGIN_RESOURCES, NEURON_HEALTH, NodeView, PodView, SliceView,
 };
-use crate::logic::build::NEURON_DRIVER;
+use crate::logic::desired::NEURON_DRIVER;
 use crate::logic::nodes;
 use crate::logic::status::Health;
 

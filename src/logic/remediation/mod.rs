@@ -21,7 +21,7 @@ use kube::core::{Object, TypeMeta};
 use crate::api::{RemediatedNode, RemediationEffect, RemediationPolicy, RemediationStatus};
 use crate::cluster::NodeView;
 use crate::cluster::taint_rule::{TaintRuleSpec, TaintRuleView, TaintSelector};
-use crate::logic::build::{self, NEURON_DRIVER};
+use crate::logic::desired::{self, NEURON_DRIVER};
 use crate::logic::health::MAX_LISTED;
 use crate::logic::validate::ValidatedConfig;
 
@@ -138,7 +138,7 @@ pub fn rule_name(config: &str, node: &str) -> String {
         return name;
     }
     let cut = name[..236].trim_end_matches(['-', '.']);
-    format!("{cut}-{}", build::short_hash(&node))
+    format!("{cut}-{}", desired::short_hash(&node))
 }
 
 /// A condition reason as a taint value (a label value: at most 63 characters of `[-A-Za-z0-9_.]`, alphanumeric
@@ -161,7 +161,7 @@ pub fn rule(
 ) -> TaintRuleView {
     Object {
         types: Some(TypeMeta { api_version: api_version.into(), kind: crate::cluster::taint_rule::KIND.into() }),
-        metadata: build::owned_meta(config, &rule_name(&config.name, &problem.node), None),
+        metadata: desired::owned_meta(config, &rule_name(&config.name, &problem.node), None),
         spec: TaintRuleSpec {
             device_selector: Some(TaintSelector {
                 driver: Some(NEURON_DRIVER.into()),

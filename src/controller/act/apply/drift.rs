@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::labels::MANAGER;
-use crate::logic::build::short_hash;
+use crate::logic::desired::short_hash;
 
 /// The hash of the fields the operator's manager last applied.
 pub const ANNOTATION_APPLIED_HASH: &str = "neurondra.io/applied-hash";

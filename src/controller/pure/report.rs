@@ -3,7 +3,29 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::apply::{ApplyError, Outcome};
+use kube::{Resource, ResourceExt};
+
+use super::failure::ApplyError;
+
+/// What one write did to one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    Unchanged,
+    Created,
+    Updated,
+    /// Written by an earlier reconcile, and the watch cache has not shown that write yet: left alone.
+    Pending,
+    /// Made by someone else (these field managers): left as it is.
+    Foreign(String),
+}
+
+/// `namespace/name`, or `name` for cluster-scoped objects.
+pub fn key<K: Resource>(object: &K) -> String {
+    match object.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", object.name_any()),
+        None => object.name_any(),
+    }
+}
 
 /// One object a pass wrote: its kind and `namespace/name` (`name` when cluster-scoped).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -38,13 +60,13 @@ pub struct Report {
 
 impl Report {
     /// Records an apply's outcome; false when it failed.
-    pub(super) fn record(&mut self, what: Written, outcome: Result<Outcome, ApplyError>) -> bool {
+    pub fn record(&mut self, what: Written, outcome: Result<Applied, ApplyError>) -> bool {
         match outcome {
-            Ok(Outcome::Created) => self.created.push(what),
-            Ok(Outcome::Updated) => self.updated.push(what),
-            Ok(Outcome::Unchanged) => {}
-            Ok(Outcome::Pending) => self.pending = true,
-            Ok(Outcome::Foreign(managers)) => {
+            Ok(Applied::Created) => self.created.push(what),
+            Ok(Applied::Updated) => self.updated.push(what),
+            Ok(Applied::Unchanged) => {}
+            Ok(Applied::Pending) => self.pending = true,
+            Ok(Applied::Foreign(managers)) => {
                 self.foreign.push((what, managers));
                 return false;
             }
@@ -57,7 +79,7 @@ impl Report {
     }
 
     /// Adds what another pass of the same reconcile did.
-    pub(super) fn absorb(&mut self, other: Report) {
+    pub fn absorb(&mut self, other: Report) {
         self.created.extend(other.created);
         self.updated.extend(other.updated);
         self.replaced.extend(other.replaced);
@@ -69,7 +91,7 @@ impl Report {
         self.namespace_terminating |= other.namespace_terminating;
     }
 
-    pub(super) fn record_delete(&mut self, what: Written, outcome: Result<bool, ApplyError>) {
+    pub fn record_delete(&mut self, what: Written, outcome: Result<bool, ApplyError>) {
         match outcome {
             Ok(true) => self.deleted.push(what),
             Ok(false) => self.pending = true,

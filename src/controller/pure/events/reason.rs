@@ -1,14 +1,15 @@
 //! Every reason the operator's Events carry, one type: a reader (or an alert on `kubectl get events
 //! --field-selector reason=...`) finds the whole list here.
 
+use super::super::failure::Category;
 use crate::logic::status::Reason;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventReason {
     /// The reason of the condition the event explains (`Conflict`, `ForeignObject`, an invalid spec, ...).
     Condition(Reason),
-    /// A failure's category, one of `Error::METRIC_LABELS` (`Forbidden`, `ApplyFailed`, ...).
-    Failure(&'static str),
+    /// A failure's category (`Forbidden`, `ApplyFailed`, ...).
+    Failure(Category),
     Created,
     Updated,
     Replaced,
@@ -30,7 +31,7 @@ impl EventReason {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Condition(reason) => reason.as_str(),
-            Self::Failure(category) => category,
+            Self::Failure(category) => category.as_str(),
             Self::Created => "Created",
             Self::Updated => "Updated",
             Self::Replaced => "Replaced",

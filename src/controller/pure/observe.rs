@@ -8,14 +8,15 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::ResourceExt;
 
-use super::Stores;
-use super::act::operands::{Operand, key};
-use super::act::report::Report;
+use kube::runtime::reflector::ObjectRef;
+
 use super::plan::{Driver, Plan};
+use super::report::{Report, key};
 use crate::api::{DriverStatus, ProfileStatus, TeamStatus, TeamSummary, TemplateCapacity};
 use crate::cluster::taint_rule::KIND as TAINT_RULE;
-use crate::logic::build::kueue::admission::kueue_admission;
-use crate::logic::build::{OwnClasses, resource_claim_template};
+use crate::controller::Stores;
+use crate::logic::desired::kueue::admission::kueue_admission;
+use crate::logic::desired::{OwnClasses, resource_claim_template};
 use crate::logic::status::{Observation, Rollout, Validity};
 use crate::logic::teams::{Amount, Budget, template_request};
 
@@ -30,10 +31,15 @@ pub struct AfterAct {
 impl AfterAct {
     pub fn read(plan: &Plan, stores: &Stores) -> Self {
         let ds = &plan.desired.daemon_set;
-        let quotas = plan.desired.quotas.iter();
+        let at = |name: String, namespace: Option<String>| (name, namespace.unwrap_or_default());
+        let (name, namespace) = at(ds.name_any(), ds.namespace());
+        let quotas = plan.desired.quotas.iter().map(|q| {
+            let (name, namespace) = at(q.name_any(), q.namespace());
+            stores.owned.resource_quotas.get(&ObjectRef::new(&name).within(&namespace))
+        });
         AfterAct {
-            daemon_set: DaemonSet::cached(stores, &ds.name_any(), ds.namespace().as_deref()),
-            quotas: quotas.map(|q| ResourceQuota::cached(stores, &q.name_any(), q.namespace().as_deref())).collect(),
+            daemon_set: stores.owned.daemon_sets.get(&ObjectRef::new(&name).within(&namespace)),
+            quotas: quotas.collect(),
         }
     }
 }

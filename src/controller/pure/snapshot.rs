@@ -11,12 +11,12 @@ use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::ResourceExt;
 use kube::core::{ApiResource, PartialObjectMeta};
 
-use super::stores::{GuardedConfig, Stores};
-use super::validations::Validations;
 use crate::api::labels::{LABEL_CONFIG, ours};
 use crate::cluster::taint_rule::TaintRuleView;
 use crate::cluster::{ClaimView, NodeView, PodView, SliceView};
-use crate::logic::build::{Allocator, EFA_DEVICE_CLASS, plugin_name};
+use crate::controller::stores::{GuardedConfig, Stores};
+use crate::controller::validations::Validations;
+use crate::logic::desired::{Allocator, EFA_DEVICE_CLASS, plugin_name};
 use crate::logic::fence::Allowed;
 use crate::logic::health;
 use crate::logic::nodes::NodeFilter;
@@ -35,15 +35,15 @@ pub struct Snapshot {
     slices: HashMap<String, Vec<Arc<SliceView>>>,
     efa_slices: HashMap<String, Vec<Arc<SliceView>>>,
     claims: Vec<Arc<ClaimView>>,
-    taint_rules: Vec<Arc<TaintRuleView>>,
     plugin_pods: Vec<Arc<PodView>>,
     /// Namespaces (their metadata) by name.
     namespaces: BTreeMap<String, Arc<PartialObjectMeta<Namespace>>>,
     configs: Vec<Arc<GuardedConfig>>,
-    /// The plugin DaemonSets, their ControllerRevisions and the templates, of every config.
-    daemon_sets: Vec<Arc<DaemonSet>>,
+    /// What the operator owns, of every config: each owned kind (the plugin DaemonSets, the templates, ...) and the
+    /// DeviceTaintRules.
+    owned: Owned,
+    /// The plugin DaemonSets' ControllerRevisions.
     revisions: Vec<Arc<ControllerRevision>>,
-    templates: Vec<Arc<ResourceClaimTemplate>>,
     /// The DeviceClasses another tool made (without the operator's label), by name: a template that names one keeps
     /// the selectors the operator's own class would guarantee (`plan::own_classes`).
     pub foreign_device_classes: BTreeSet<String>,
@@ -56,6 +56,25 @@ pub struct Snapshot {
     config_pods: OnceLock<(String, PluginPods)>,
 }
 
+macro_rules! owned_objects {
+    ($($ty:ty => $store:ident: $scope:ident, $trigger:ident, $release:ident, $driver:literal;)*) => {
+        /// The cached objects of every owned kind (`kinds.rs`) and the DeviceTaintRules, as a pass found them.
+        #[derive(Clone, Default)]
+        pub struct Owned {
+            $(pub $store: Vec<Arc<$ty>>,)*
+            pub taint_rules: Vec<Arc<TaintRuleView>>,
+        }
+
+        impl Owned {
+            /// The caches as they are now.
+            pub fn read(stores: &Stores) -> Self {
+                Owned { $($store: stores.owned.$store.state(),)* taint_rules: stores.taint_rules.state() }
+            }
+        }
+    };
+}
+owned_kinds!(owned_objects);
+
 /// What one pass asks the API server before planning (`Capabilities::probe`): answers no cache holds.
 #[derive(Debug, Clone)]
 pub struct Probes {
@@ -66,13 +85,6 @@ pub struct Probes {
     pub unsupported: Option<String>,
     /// How this server's scheduler searches for devices, which decides the templates' form (`whole_node`).
     pub allocator: Allocator,
-}
-
-/// Fences in place that allow any driver, a server that serves everything: the unit tests' world.
-impl Default for Probes {
-    fn default() -> Self {
-        Probes { fence: Ok(Allowed::default()), unsupported: None, allocator: Allocator::default() }
-    }
 }
 
 /// The nodes a config selects, in the cache's order.
@@ -101,23 +113,23 @@ fn by_node(slices: Vec<Arc<SliceView>>) -> HashMap<String, Vec<Arc<SliceView>>> 
 }
 
 impl Snapshot {
-    pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>) -> Self {
+    /// The caches as they are now, with the server's answers (there is no default: a snapshot without them would
+    /// have to guess whether the plugin is fenced).
+    pub fn new(stores: &Stores, taint_rule_resource: Option<ApiResource>, probes: Probes) -> Self {
         let device_classes = stores.every_device_class.state();
         Snapshot {
             validations: stores.validations.clone(),
             taint_rule_resource,
-            probes: Probes::default(),
+            probes,
             nodes: stores.nodes.state(),
             slices: by_node(stores.slices.state()),
             efa_slices: by_node(stores.efa_slices.state()),
             claims: stores.claims.state(),
-            taint_rules: stores.taint_rules.state(),
             plugin_pods: stores.plugin_pods.state(),
             namespaces: stores.namespaces.state().into_iter().map(|ns| (ns.name_any(), ns)).collect(),
             configs: stores.configs.state(),
-            daemon_sets: stores.owned.daemon_sets.state(),
+            owned: Owned::read(stores),
             revisions: stores.revisions.state(),
-            templates: stores.owned.templates.state(),
             foreign_device_classes: device_classes
                 .iter()
                 .filter(|class| !ours(&class.metadata))
@@ -127,12 +139,6 @@ impl Snapshot {
             selected: OnceLock::new(),
             config_pods: OnceLock::new(),
         }
-    }
-
-    /// With the server's answers (a snapshot without them assumes `Probes::default`).
-    pub fn with_probes(mut self, probes: Probes) -> Self {
-        self.probes = probes;
-        self
     }
 
     /// With the fences' judgement alone.
@@ -159,14 +165,17 @@ impl Snapshot {
 
     /// The plugin DaemonSet `name` in `namespace`, if cached.
     pub fn daemon_set(&self, name: &str, namespace: &str) -> Option<&DaemonSet> {
-        let found =
-            self.daemon_sets.iter().find(|ds| ds.name_any() == name && ds.namespace().as_deref() == Some(namespace));
+        let found = self
+            .owned
+            .daemon_sets
+            .iter()
+            .find(|ds| ds.name_any() == name && ds.namespace().as_deref() == Some(namespace));
         found.map(Arc::as_ref)
     }
 
     /// Every config's plugin DaemonSet.
     pub fn daemon_sets(&self) -> &[Arc<DaemonSet>] {
-        &self.daemon_sets
+        &self.owned.daemon_sets
     }
 
     /// The plugin DaemonSets' ControllerRevisions.
@@ -176,7 +185,12 @@ impl Snapshot {
 
     /// Every config's ResourceClaimTemplates.
     pub fn templates(&self) -> &[Arc<ResourceClaimTemplate>] {
-        &self.templates
+        &self.owned.templates
+    }
+
+    /// What the operator owns, of every config, kind by kind.
+    pub fn owned(&self) -> &Owned {
+        &self.owned
     }
 
     /// Every node, in the cache's order.
@@ -204,7 +218,7 @@ impl Snapshot {
 
     /// A config's DeviceTaintRules, by name.
     pub fn taint_rules_of(&self, config: &str) -> Vec<Arc<TaintRuleView>> {
-        rules_of(&self.taint_rules, config)
+        rules_of(&self.owned.taint_rules, config)
     }
 
     /// A config's plugin pod on each node: only pods its DaemonSet controls (by uid) in the driver namespace count,
@@ -244,7 +258,7 @@ impl Snapshot {
             nodes: &self.selected_nodes(config),
             slices: &self.slices,
             plugin_pods: &plugin_pods,
-            taint_rules: &self.taint_rules,
+            taint_rules: &self.owned.taint_rules,
             plugin_expected,
             holders: &holders,
         })
@@ -258,7 +272,7 @@ impl Snapshot {
             slices: &self.slices,
             efa_slices: &self.efa_slices,
             claims: &self.claims,
-            taint_rules: &self.taint_rules,
+            taint_rules: &self.owned.taint_rules,
         })
     }
 }

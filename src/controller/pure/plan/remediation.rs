@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use crate::api::{NeuronDRAConfigStatus, RemediationStatus};
 use crate::cluster::NodeView;
 use crate::cluster::taint_rule::TaintRuleView;
-use crate::controller::snapshot::Snapshot;
+use crate::controller::pure::snapshot::Snapshot;
 use crate::logic::conflict::Conflicts;
 use crate::logic::remediation::{self, Decision, Problem};
 use crate::logic::validate::ValidatedConfig;

@@ -5,9 +5,11 @@
 mod mode;
 mod remediation;
 mod rollout;
+mod unwanted;
 
 pub use remediation::{Decided, Remediation};
 pub use rollout::Step;
+pub use unwanted::{Going, Unwanted, Wanted};
 
 use std::sync::Arc;
 
@@ -15,16 +17,17 @@ use crate::cluster::taint_rule::TaintRuleView;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::PartialObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::snapshot::{Probes, Snapshot};
-use super::validations::Checked;
 use crate::api::NeuronDRAConfig;
 use crate::api::labels::LABEL_CONFIG;
-use crate::logic::build::{self, Allocator, Allowance, Desired, OwnClasses};
+use crate::controller::validations::Checked;
 use crate::logic::conflict::{self, Claimant, Conflicts};
+use crate::logic::desired::{self, Allocator, Allowance, Desired, OwnClasses};
 use crate::logic::nodes::{self, NodeFilter};
 use crate::logic::status::Validity;
 use crate::logic::validate::{FieldError, InvalidConfig, ValidatedConfig};
@@ -63,7 +66,7 @@ pub struct Plan {
     /// Every object wanted; templates that conflict with another config are already left out.
     pub desired: Desired,
     /// The templates left out for a conflict: one of this config's own is kept as it is, not deleted.
-    pub kept_templates: Vec<k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
+    pub kept_templates: Vec<ResourceClaimTemplate>,
     pub driver: Driver,
     /// Why the plugin's fences are not in place, when they are not.
     pub unfenced: Option<String>,
@@ -80,6 +83,14 @@ pub struct Plan {
     pub remediation: Remediation,
     /// The server's allocator the templates are shaped for.
     pub allocator: Allocator,
+    /// What the config has and no longer wants: deleted (or, shared with another config, let go). Nothing while
+    /// paused.
+    pub unwanted: Unwanted,
+    /// The wanted templates whose spec changed, by `namespace/name`, with the cached copy: replaced (deleted, then
+    /// created), as a template's spec is immutable.
+    pub replaced_templates: BTreeMap<String, Arc<ResourceClaimTemplate>>,
+    /// The wanted templates the cache holds as wanted (what a paused pass reports in place).
+    pub templates_in_place: BTreeSet<String>,
 }
 
 impl Plan {
@@ -92,7 +103,8 @@ impl Plan {
         let budgets = quota_budgets(&validated, snapshot);
         let own = own_classes(&validated, snapshot);
         let allocator = snapshot.probes.allocator;
-        let mut desired = build::build_with(&validated, &namespaces, own, allocator).with_quotas(&validated, &budgets);
+        let mut desired =
+            desired::build_with(&validated, &namespaces, own, allocator).with_quotas(&validated, &budgets);
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
             .into_iter()
             .partition(|t| conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
@@ -127,6 +139,13 @@ impl Plan {
         let taint_rules = snapshot.taint_rules_of(&validated.name);
         let remediation =
             remediation::decide(&validated, mode == Mode::Paused, &conflicts, previous, snapshot, &taint_rules, now);
+        let wanted = unwanted::wanted(&desired, &kept_templates, remediation.rules().iter());
+        let unwanted = match mode {
+            Mode::Paused => Unwanted::default(),
+            _ => Unwanted::of(snapshot.owned(), &validated.name, validated.uid.as_deref(), &wanted),
+        };
+        let (replaced_templates, templates_in_place) =
+            unwanted::templates_as_cached(&desired.templates, snapshot.templates());
         Ok(Plan {
             mode,
             config: validated,
@@ -142,6 +161,9 @@ impl Plan {
             taint_rules,
             remediation,
             allocator,
+            unwanted,
+            replaced_templates,
+            templates_in_place,
         })
     }
 
@@ -216,7 +238,7 @@ fn target_namespaces(config: &ValidatedConfig, snapshot: &Snapshot) -> (Vec<Stri
 fn own_classes(config: &ValidatedConfig, snapshot: &Snapshot) -> OwnClasses {
     let own = |name: &str| !snapshot.foreign_device_classes.contains(name);
     let class = &config.spec.device_class_name;
-    OwnClasses { devices: own(class), nodes: own(&build::ultra_server_node_class_name(class)) }
+    OwnClasses { devices: own(class), nodes: own(&desired::ultra_server_node_class_name(class)) }
 }
 
 /// The device budget of each namespace a budget names (once it exists) or selects, the first budget winning.
@@ -304,7 +326,7 @@ fn conflicts_of(config: &NeuronDRAConfig, validated: &ValidatedConfig, snapshot:
         .iter()
         .filter_map(|(_, other)| other.and_then(|o| snapshot.validations.of(o).map(|v| claimant(o, &v, snapshot))))
         .collect();
-    let runs = snapshot.daemon_set(&build::plugin_name(&validated.name), &validated.spec.driver.namespace).is_some();
+    let runs = snapshot.daemon_set(&desired::plugin_name(&validated.name), &validated.spec.driver.namespace).is_some();
     claimants.extend(running(others.into_iter().map(|(name, _)| name), !runs, snapshot));
     if claimants.is_empty() {
         // Alone, it conflicts with nobody: its own claim (a walk over every node) is not needed.

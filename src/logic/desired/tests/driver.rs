@@ -139,7 +139,7 @@ fn driver_overrides_merge_on_top_of_the_defaults() {
 fn plugin_rbac_is_exactly_what_the_driver_needs() {
     let role: serde_json::Value =
         serde_yaml::from_str(&std::fs::read_to_string("config/rbac/plugin_role.yaml").unwrap()).unwrap();
-    assert_eq!(role["metadata"]["name"], crate::logic::build::PLUGIN_CLUSTER_ROLE);
+    assert_eq!(role["metadata"]["name"], crate::logic::desired::PLUGIN_CLUSTER_ROLE);
     let rules: Vec<(String, String, Vec<String>)> = role["rules"]
         .as_array()
         .unwrap()
@@ -167,7 +167,7 @@ fn plugin_rbac_is_exactly_what_the_driver_needs() {
         ]
     );
     let desired = build(&config(json!([])), &[]);
-    assert_eq!(desired.cluster_role_binding.role_ref.name, crate::logic::build::PLUGIN_CLUSTER_ROLE);
+    assert_eq!(desired.cluster_role_binding.role_ref.name, crate::logic::desired::PLUGIN_CLUSTER_ROLE);
     assert_eq!(desired.cluster_role_binding.metadata.name.as_deref(), Some("neuron-dra-pool"));
     let subjects = desired.cluster_role_binding.subjects.unwrap();
     assert_eq!((subjects.len(), subjects[0].name.as_str()), (1, "neuron-dra-pool"));

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType};
 
-use super::act::report::{Report, Written};
-use super::plan::{Plan, Remediation, Step};
+use super::failure::Category;
+use super::plan::{Decided, Mode, Plan, Remediation, Step};
+use super::report::{Report, Written};
 use crate::api::NeuronDRAConfigStatus;
 use crate::cluster::taint_rule::{KIND as TAINT_RULE, TaintRuleView};
 use crate::logic::health;
@@ -86,7 +87,7 @@ pub fn of_pass(pass: &Pass, seen: &mut Remembered) -> Vec<Event> {
         events.extend(rollout(step));
     }
     events.extend(health(seen, pass.previous, pass.assessment));
-    if plan.mode == super::plan::Mode::Normal {
+    if plan.mode == Mode::Normal {
         events.extend(changes(pass.report));
     }
     events
@@ -100,24 +101,24 @@ pub fn of_cleanup(report: &Report, rules: &[Arc<TaintRuleView>]) -> Vec<Event> {
 }
 
 /// One Warning event per category of failure (`Forbidden`, `Conflict`, ...): see `grouped`.
-pub fn failures(failures: Vec<(&'static str, String)>) -> Vec<Event> {
+pub fn failures(failures: Vec<(Category, String)>) -> Vec<Event> {
     grouped(failures)
         .into_iter()
         .map(|(category, note)| event(EventType::Warning, EventReason::Failure(category), "Reconcile", note))
         .collect()
 }
 
-/// The failures of one pass by category, each with its first message and how many more failed alike. A pass that
-/// fails a hundred writes (the API server going away, or throttling it) would otherwise post a hundred events, each
-/// one more request to a server that is already failing them.
-fn grouped(failures: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {
-    let mut by_category: std::collections::BTreeMap<&'static str, (String, usize)> = Default::default();
+/// The failures of one pass by category (in the order of their names), each with its first message and how many
+/// more failed alike. A pass that fails a hundred writes (the API server going away, or throttling it) would
+/// otherwise post a hundred events, each one more request to a server that is already failing them.
+fn grouped(failures: Vec<(Category, String)>) -> Vec<(Category, String)> {
+    let mut by_category: std::collections::BTreeMap<&'static str, (Category, String, usize)> = Default::default();
     for (category, note) in failures {
-        by_category.entry(category).or_insert((note, 0)).1 += 1;
+        by_category.entry(category.as_str()).or_insert((category, note, 0)).2 += 1;
     }
     by_category
-        .into_iter()
-        .map(|(category, (first, count))| match count {
+        .into_values()
+        .map(|(category, first, count)| match count {
             1 => (category, first),
             n => (category, format!("{first} (and {} more alike)", n - 1)),
         })
@@ -181,7 +182,7 @@ fn released(report: &Report, rules: &[Arc<TaintRuleView>], why: impl Fn(&str) ->
 fn held_back(
     seen: &mut Option<BTreeSet<String>>,
     previous: Option<&NeuronDRAConfigStatus>,
-    decided: &super::plan::Decided,
+    decided: &Decided,
 ) -> Option<Event> {
     let decision = &decided.decision;
     let now: BTreeSet<String> = decision.held_back.iter().map(|p| p.node.clone()).collect();
@@ -205,7 +206,7 @@ fn held_back(
 
 /// One event per step, halt and completion. The recorder folds events of one reason, action and related object
 /// into a series that keeps the first note, so each names the target revision (related) and its step (action).
-fn rollout(step: &super::plan::Step) -> Option<Event> {
+fn rollout(step: &Step) -> Option<Event> {
     let status = step.status.as_ref()?;
     let (type_, reason, action, note) = match step.change.as_ref()? {
         Change::Step { step, nodes } => {

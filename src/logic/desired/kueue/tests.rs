@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::cli::parse_config;
-use crate::logic::build::Allocator;
+use crate::logic::desired::Allocator;
 use crate::logic::validate::validate;
 
 fn config(spec: Value) -> ValidatedConfig {

@@ -7,6 +7,6 @@ pub enum Mode {
     Normal,
     /// Judge what is there; write nothing but the status.
     Paused,
-    /// The config is being deleted: claim nothing, so everything it created goes.
+    /// The config is being deleted: it wants nothing, so everything it created goes.
     Cleanup,
 }

@@ -8,8 +8,8 @@ use k8s_openapi::api::resource::v1::{DeviceRequest, ResourceClaimTemplateSpec};
 
 use super::device_class_names;
 use crate::api::KueueAdmission;
-use crate::logic::build::{Allocator, OwnClasses, template_spec, ultra_server_node_class_name};
 use crate::logic::catalog;
+use crate::logic::desired::{Allocator, OwnClasses, template_spec, ultra_server_node_class_name};
 use crate::logic::validate::{ClaimSpec, ValidatedConfig};
 
 /// Kueue's verdict on the templates of `profile`, as shaped for the server's `allocator`: the first template it

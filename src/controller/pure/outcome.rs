@@ -11,16 +11,20 @@ use kube::core::error_boundary::InvalidObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 
-use super::act::report::Report;
-use super::capabilities::FENCE_RECHECK;
 use super::events::{self, EventReason, Remembered};
 use super::observe::{self, AfterAct};
 use super::plan::{Driver, Plan, Refusal, Step};
+use super::report::Report;
 use super::snapshot::Snapshot;
 use crate::api::{NeuronDRAConfig, NeuronDRAConfigStatus, TemplateCapacity};
-use crate::logic::build::{Allocator, VERSION_RECHECK, changes_with_the_allocator};
+use crate::controller::kinds::DRIVER_OBJECTS;
+use crate::logic::desired::{Allocator, VERSION_RECHECK, changes_with_the_allocator};
 use crate::logic::status::{self, ConditionType, Reason, Validity, condition_reason};
 use crate::logic::validate::ValidatedConfig;
+
+/// How soon a config whose plugin is unfenced looks again: admission objects are read by name, not watched, so a
+/// restored fence brings no event.
+pub const FENCE_RECHECK: Duration = Duration::from_secs(10);
 
 /// What one pass leaves behind, for the write layer to carry out.
 pub struct Outcome<'p> {
@@ -104,7 +108,7 @@ pub fn outcome<'p>(
         foreign: !report.foreign.is_empty(),
         recheck: recheck(plan, driver, step),
     };
-    let managed_objects = report.templates_in_place.len() + super::kinds::DRIVER_OBJECTS;
+    let managed_objects = report.templates_in_place.len() + DRIVER_OBJECTS;
     Outcome {
         status: status::compute(previous_status, &observation, now),
         events,
@@ -170,7 +174,7 @@ fn recheck(plan: &Plan, driver: Driver, step: Option<&Step>) -> Option<Duration>
 /// One line per template that claims from a DeviceClass this cluster lacks: the EFA driver's, for `efa: true`.
 /// Its pods would stay Pending with nothing but the scheduler's event to say why.
 fn classes_missing(plan: &Plan, efa_class: bool) -> Vec<String> {
-    let templates = crate::logic::build::efa_templates(&plan.config);
+    let templates = crate::logic::desired::efa_templates(&plan.config);
     if templates.is_empty() || efa_class {
         return Vec::new();
     }
@@ -178,6 +182,6 @@ fn classes_missing(plan: &Plan, efa_class: bool) -> Vec<String> {
         "templates {} claim EFA interfaces from DeviceClass {}, which does not exist: install AWS's EFA DRA driver \
          (the aws-dranet chart), or their pods stay Pending",
         templates.join(", "),
-        crate::logic::build::EFA_DEVICE_CLASS
+        crate::logic::desired::EFA_DEVICE_CLASS
     )]
 }

@@ -11,8 +11,8 @@ use kube::ResourceExt;
 use super::Mode;
 use crate::api::{NeuronDRAConfigStatus, RolloutState, RolloutStatus, VersionCount};
 use crate::cluster::REVISION_LABEL;
-use crate::controller::snapshot::Snapshot;
-use crate::logic::build::short_hash;
+use crate::controller::pure::snapshot::Snapshot;
+use crate::logic::desired::short_hash;
 use crate::logic::rollout::{self, Change, Eviction, Held, NodeState, PodState, Revision};
 use crate::logic::validate::ValidatedConfig;
 
