@@ -202,6 +202,7 @@ async fn a_stolen_operator_token_taints_only_neuron_devices_and_budgets_only_dev
         condition: "NeuronHealth".into(),
         reason: "Test".into(),
         since: None,
+        observed: 0,
     };
     let rule =
         serde_json::to_value(remediation::rule(&config, &version, &problem, RemediationEffect::NoSchedule)).unwrap();
