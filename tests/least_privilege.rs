@@ -221,14 +221,22 @@ async fn a_stolen_operator_token_taints_only_neuron_devices_and_budgets_only_dev
     delete(&operator, &rule).await.expect("the operator deletes its rule");
 
     let team = s.namespace("team", &[]).await;
-    let quota_rule = "the operator may only budget devices";
+    let quota_rule = QUOTA_RULE;
     let quota = |namespace: &str, name: &str, spec: Value| {
         ours(json!({"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": format!("{}-{name}", s.id), "namespace": namespace}, "spec": spec}))
     };
     let pods = quota("kube-system", "pods", json!({"hard": {"pods": "0"}}));
     refused_create("no pods in kube-system", &operator, &admin, &pods, quota_rule).await;
-    for (name, hard) in [("cpu", json!({"requests.cpu": "0"})), ("count", json!({"count/pods": "0"}))] {
+    // #50.2: another driver's device class or extended resource (an ordinary GPU pod there would be refused).
+    let gpu_class = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices";
+    for (name, hard) in [
+        ("cpu", json!({"requests.cpu": "0"})),
+        ("count", json!({"count/pods": "0"})),
+        ("gpu", json!({"requests.nvidia.com/gpu": "0"})),
+        ("eni", json!({"requests.vpc.amazonaws.com/pod-eni": "0"})),
+        ("gpuclass", json!({gpu_class: "0"})),
+    ] {
         let refused = create(&operator, &quota(&team, name, json!({"hard": hard}))).await;
         assert_refused(&format!("a quota of {hard}"), refused, quota_rule);
     }
@@ -405,6 +413,9 @@ async fn a_stolen_operator_token_writes_the_plugin_daemon_set_only_as_rendered()
 }
 
 const CLASS_RULE: &str = "the operator may only write DeviceClasses that select Neuron devices or node entries of neuron.aws.com as it renders them";
+const QUOTA_RULE: &str = "the operator may only budget devices";
+const CLASS_NAME_RULE: &str =
+    "the operator may only write DeviceClasses named as the install's deviceClassPatterns allow";
 const ADMIN_ACCESS_RULE: &str = "the operator may not write a ResourceClaimTemplate with adminAccess";
 const NAMESPACE_LABEL_RULE: &str = "the operator may only label a namespace with its own labels";
 
@@ -435,6 +446,9 @@ async fn a_stolen_operator_token_writes_classes_templates_and_namespaces_only_as
     let mut none = class(build::device_class(&config), "none");
     none["spec"]["selectors"] = json!([]);
     assert_refused("a class with no selector", create(&operator, &none).await, CLASS_RULE);
+    let mut gpu_named = class(build::device_class(&config), "x");
+    gpu_named["metadata"]["name"] = json!(format!("{}.gpu.nvidia.com", s.id));
+    assert_refused("a class under another driver's name", create(&operator, &gpu_named).await, CLASS_NAME_RULE);
     assert_accepted("the class as rendered", create(&operator, &devices).await);
     let nodes = class(build::ultra_server_node_class(&config), "nodes");
     assert_accepted("the node entries' class as rendered", create(&operator, &nodes).await);
@@ -619,6 +633,14 @@ async fn each_shape_rule_alone_refuses_its_attack() {
         "spec": {"spec": {"devices": {"requests": [{"name": "all", "exactly": {"deviceClassName": "neuron.aws.com",
             "allocationMode": "All", "adminAccess": true}}]}}}})),
     ));
+    attacks.push((
+        QUOTA_RULE,
+        ours(json!({"apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "gpu", "namespace": mutant_ns}, "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}})),
+    ));
+    let mut named = with_kind(&build::device_class(&config), "resource.k8s.io/v1", "DeviceClass");
+    named["metadata"]["name"] = json!(format!("{}.gpu.nvidia.com", s.id));
+    attacks.push((CLASS_NAME_RULE, named));
     attacks.push((
         NAMESPACE_LABEL_RULE,
         ours(json!({"apiVersion": "v1", "kind": "Namespace",

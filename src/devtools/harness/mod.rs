@@ -22,7 +22,7 @@ pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
 pub const OPERATOR_SA: &str = "neuron-dra-operator";
 /// The install variables of config/rbac's policies as shipped, and as the tests widen them: every test's driver
 /// namespace (`<test id>-driver`) and the stand-in plugin's image repository.
-pub const ALLOW_LIST: [(&str, &str); 4] = [
+pub const ALLOW_LIST: [(&str, &str); 6] = [
     ("\"['neuron-dra-driver']\"", "\"['neuron-dra-driver', '*-driver']\""),
     (
         "\"['public.ecr.aws/neuron/neuron-dra-driver']\"",
@@ -30,6 +30,9 @@ pub const ALLOW_LIST: [(&str, &str); 4] = [
     ),
     // The local real nodes' kubelet directory (hack/node.sh, docs/local-node.md).
     ("\"['/var/lib/kubelet']\"", "\"['/var/lib/kubelet', '/var/lib/ndra-kubelet']\""),
+    // The tests' own DeviceClasses and extended resources (`<id>.example.com`, `neurondra.test/<id>`).
+    ("\"['neuron.aws.com', '*.neuron.aws.com']\"", "\"['neuron.aws.com', '*.neuron.aws.com', '*.example.com']\""),
+    ("\"['aws.amazon.com/neuron']\"", "\"['aws.amazon.com/neuron', 'neurondra.test/*']\""),
     // The tests' admin mints the operator's tokens (`token`): the operator runs as a process, not in a pod.
     ("name: tokenMinters\n    expression: \"[]\"", "name: tokenMinters\n    expression: \"['admin']\""),
 ];
@@ -150,8 +153,14 @@ fn apply_test_fences(extra_operator: Option<&str>) {
     for file in ["config/rbac/plugin_fence.yaml", "config/rbac/operator_policy.yaml"] {
         let mut text = std::fs::read_to_string(repo(file)).unwrap();
         for (shipped, widened) in ALLOW_LIST {
-            // The token minters are the plugin fences' file's only.
-            let here = !shipped.contains("tokenMinters") || file.ends_with("plugin_fence.yaml");
+            // The token minters are the plugin fences' file's only; the classes and resources the operator policy's.
+            let here = match shipped {
+                s if s.contains("tokenMinters") => file.ends_with("plugin_fence.yaml"),
+                s if s.contains("neuron.aws.com") || s.contains("amazon.com/neuron") => {
+                    file.ends_with("operator_policy.yaml")
+                }
+                _ => true,
+            };
             assert!(!here || text.contains(shipped), "{file} no longer sets {shipped}");
             text = text.replace(shipped, widened);
         }
