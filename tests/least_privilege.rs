@@ -320,7 +320,7 @@ const SHAPE_ATTACKS: [(&str, &str, &str, &str); 19] = [
     ("propagation", MOUNT, r#"{"mountPropagation": "HostToContainer"}"#, MOUNT_RULE),
     ("subpath", MOUNT, r#"{"subPath": "x"}"#, MOUNT_RULE),
     ("tolerate", POD, r#"{"tolerations": [{"operator": "Exists"}]}"#, TOLERATION_RULE),
-    ("priority", POD, r#"{"priorityClassName": "system-node-critical"}"#, PRIORITY_RULE),
+    ("priority", POD, r#"{"priorityClassName": "system-cluster-critical"}"#, PRIORITY_RULE),
     (
         "requests",
         CONTAINER,
@@ -400,7 +400,7 @@ async fn a_stolen_operator_token_writes_the_plugin_daemon_set_only_as_rendered()
         ),
         (
             "a priority class",
-            json!({"spec": {"template": {"spec": {"priorityClassName": "system-node-critical"}}}}),
+            json!({"spec": {"template": {"spec": {"priorityClassName": "system-cluster-critical"}}}}),
             PRIORITY_RULE,
         ),
         ("a runtime class", json!({"spec": {"template": {"spec": {"runtimeClassName": "x"}}}}), POD_FIELDS_RULE),

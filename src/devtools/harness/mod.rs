@@ -22,7 +22,7 @@ pub const OPERATOR_NAMESPACE: &str = "neuron-dra-operator-system";
 pub const OPERATOR_SA: &str = "neuron-dra-operator";
 /// The install variables of config/rbac's policies as shipped, and as the tests widen them: every test's driver
 /// namespace (`<test id>-driver`) and the stand-in plugin's image repository.
-pub const ALLOW_LIST: [(&str, &str); 6] = [
+pub const ALLOW_LIST: [(&str, &str); 7] = [
     ("\"['neuron-dra-driver']\"", "\"['neuron-dra-driver', '*-driver']\""),
     (
         "\"['public.ecr.aws/neuron/neuron-dra-driver']\"",
@@ -33,6 +33,11 @@ pub const ALLOW_LIST: [(&str, &str); 6] = [
     // The tests' own DeviceClasses and extended resources (`<id>.example.com`, `neurondra.test/<id>`).
     ("\"['neuron.aws.com', '*.neuron.aws.com']\"", "\"['neuron.aws.com', '*.neuron.aws.com', '*.example.com']\""),
     ("\"['aws.amazon.com/neuron']\"", "\"['aws.amazon.com/neuron', 'neurondra.test/*']\""),
+    // A priority class a config may give its plugin (tests/drift.rs); the attacks use another.
+    (
+        "name: priorityClasses\n    expression: \"[]\"",
+        "name: priorityClasses\n    expression: \"['system-node-critical']\"",
+    ),
     // The tests' admin mints the operator's tokens (`token`): the operator runs as a process, not in a pod.
     ("name: tokenMinters\n    expression: \"[]\"", "name: tokenMinters\n    expression: \"['admin']\""),
 ];
@@ -156,7 +161,10 @@ fn apply_test_fences(extra_operator: Option<&str>) {
             // The token minters are the plugin fences' file's only; the classes and resources the operator policy's.
             let here = match shipped {
                 s if s.contains("tokenMinters") => file.ends_with("plugin_fence.yaml"),
-                s if s.contains("neuron.aws.com") || s.contains("amazon.com/neuron") => {
+                s if s.contains("neuron.aws.com")
+                    || s.contains("amazon.com/neuron")
+                    || s.contains("priorityClasses") =>
+                {
                     file.ends_with("operator_policy.yaml")
                 }
                 _ => true,
