@@ -273,8 +273,9 @@ fn every_other_place_links_the_one_upgrade_procedure_and_gives_no_commands_of_it
     assert_eq!(install.matches("\n## Upgrading").count(), 1, "docs/install.md has one Upgrading section");
 }
 
-/// docs/security.md backs every "cannot" with a test named `file::test` (a file of tests/ or its topics, or a module of src/ for
-/// unit tests): each one it names exists, so a renamed or removed test cannot leave a claim without its proof.
+/// docs/security.md backs every "cannot" with a test named `file::test` (a file of tests/ or its topics, or a
+/// module of src/ for unit tests): each one it names exists, so a renamed or removed test cannot leave a claim
+/// without its proof.
 #[test]
 fn every_test_the_security_model_names_exists() {
     let text = read("docs/security.md");
