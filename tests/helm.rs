@@ -30,7 +30,7 @@ const HELM_LABELS: &[&str] =
 /// The annotation that keeps the CRD through `helm uninstall` (crds.keep).
 const KEEP: &str = "helm.sh/resource-policy";
 /// The policies' install variables, which the chart sets from `fence.*` and the release's ServiceAccount.
-const INSTALL_VARIABLES: [&str; 4] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
+const INSTALL_VARIABLES: [&str; 5] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 /// Every value that turns on a part that is off by default.
 const EVERYTHING_ON: &[&str] = &[
     "--set",

@@ -42,7 +42,7 @@ use support::tools::{self, temp_dir};
 
 const CHART: &str = "charts/neuron-dra-operator";
 /// The policies' install variables: the allow-list and the operator, which the install sets.
-const INSTALL_VARIABLES: [&str; 4] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
+const INSTALL_VARIABLES: [&str; 5] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 /// The earlier layout's files (from the last commit before the plugin's ClusterRole and fences were installed
 /// statically).
 const PREVIOUS: &str = "tests/fixtures/previous-layout";

@@ -35,7 +35,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_neuron-dra-operator");
 /// `cluster::allow_test_drivers` widens it again: the other's configs would be refused meanwhile.
 static SHIPPED_FENCES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The policies' install variables: the allow-list and the operator.
-const INSTALL_VARIABLES: [&str; 4] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
+const INSTALL_VARIABLES: [&str; 5] = neuron_dra_operator::logic::fence::INSTALL_VARIABLES;
 
 /// Runs a command line (words split on spaces) in the checkout, against the local control plane.
 fn sh(command: &str) -> Output {

@@ -18,9 +18,10 @@ use neuron_dra_operator::logic::remediation::{self, Problem};
 use neuron_dra_operator::logic::validate::{ValidatedConfig, validate};
 use serde_json::{Value, json};
 use support::attack::{
-    accepted, accepted_create, assert_accepted, assert_refused, create, delete, operator, ours, patch, refused_create,
+    accepted, accepted_create, answer, api, assert_accepted, assert_refused, create, delete, operator, ours, patch,
+    patch_strategic, refused_create,
 };
-use support::cluster::served_version;
+use support::cluster::{OPERATOR_NAMESPACE, OPERATOR_SA, kubectl_with, served_version, token, token_kubeconfig};
 use support::scenario::Scenario;
 
 const LABELLED_RULE: &str =
@@ -28,6 +29,7 @@ const LABELLED_RULE: &str =
 const DAEMON_SET_RULE: &str =
     "may only write a DaemonSet named neuron-dra-<config> that runs the ServiceAccount of its own name";
 const PRIVILEGE_RULE: &str = "the operator may not run privileged containers or add capabilities";
+const QUOTA_RULE: &str = "the operator may only budget devices";
 const BINDING_RULE: &str = "may only bind the ClusterRole neuron-dra-plugin, and only to kubelet plugin ServiceAccounts (neuron-dra-*) in driver namespaces";
 
 /// This test's config (its driver namespace `<id>-driver`, a node selector no node matches), as the operator
@@ -201,6 +203,7 @@ async fn a_stolen_operator_token_taints_only_neuron_devices_and_budgets_only_dev
         condition: "NeuronHealth".into(),
         reason: "Test".into(),
         since: None,
+        observed: 0,
     };
     let rule =
         serde_json::to_value(remediation::rule(&config, &version, &problem, RemediationEffect::NoSchedule)).unwrap();
@@ -219,14 +222,22 @@ async fn a_stolen_operator_token_taints_only_neuron_devices_and_budgets_only_dev
     delete(&operator, &rule).await.expect("the operator deletes its rule");
 
     let team = s.namespace("team", &[]).await;
-    let quota_rule = "the operator may only budget devices";
+    let quota_rule = QUOTA_RULE;
     let quota = |namespace: &str, name: &str, spec: Value| {
         ours(json!({"apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": {"name": format!("{}-{name}", s.id), "namespace": namespace}, "spec": spec}))
     };
     let pods = quota("kube-system", "pods", json!({"hard": {"pods": "0"}}));
     refused_create("no pods in kube-system", &operator, &admin, &pods, quota_rule).await;
-    for (name, hard) in [("cpu", json!({"requests.cpu": "0"})), ("count", json!({"count/pods": "0"}))] {
+    // #50.2: another driver's device class or extended resource (an ordinary GPU pod there would be refused).
+    let gpu_class = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices";
+    for (name, hard) in [
+        ("cpu", json!({"requests.cpu": "0"})),
+        ("count", json!({"count/pods": "0"})),
+        ("gpu", json!({"requests.nvidia.com/gpu": "0"})),
+        ("eni", json!({"requests.vpc.amazonaws.com/pod-eni": "0"})),
+        ("gpuclass", json!({gpu_class: "0"})),
+    ] {
         let refused = create(&operator, &quota(&team, name, json!({"hard": hard}))).await;
         assert_refused(&format!("a quota of {hard}"), refused, quota_rule);
     }
@@ -284,4 +295,11 @@ async fn a_stolen_operator_token_writes_only_what_is_labelled_the_operators() {
     for name in [&driver, &tenant] {
         delete(&admin, &namespace(name)).await.unwrap();
     }
+}
+
+/// The tests of #50, one topic each, in `tests/least_privilege_topics/`.
+mod least_privilege_topics {
+    mod minus;
+    mod objects;
+    mod shape;
 }

@@ -221,6 +221,15 @@ async fn a_pod_bound_plugin_token_writes_only_its_own_nodes_slices_driver_labels
             "may not change its Node's capacity, allocatable or addresses",
         );
     }
+    // #50.5: what the kubelet reports of images and volumes (the scheduler favours nodes holding a pod's images).
+    let images = json!([{"names": ["registry.example.com/bait:1"], "sizeBytes": 1}]);
+    let volumes = json!(["kubernetes.io/csi/example^vol-1"]);
+    let attached = json!([{"name": "kubernetes.io/csi/example^vol-1", "devicePath": "/dev/x"}]);
+    for (field, value) in [("images", &images), ("volumesInUse", &volumes), ("volumesAttached", &attached)] {
+        let refused = patch_status(&plugin, &own_node, &json!({"status": {field: value}})).await;
+        let rule = "may not change its Node's images, volumesInUse or volumesAttached";
+        assert_refused(&format!("change its {field}"), refused, rule);
+    }
     let refused = patch_status(&plugin, &own_node, &condition("Ready", "False")).await;
     let rule = "may set only its driver's conditions (AcceleratedHardwareReady, NeuronHealth) on its Node";
     assert_refused("set its node NotReady", refused, rule);

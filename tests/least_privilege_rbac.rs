@@ -206,7 +206,11 @@ async fn the_installed_fences_type_check_but_for_fields_of_other_kinds() {
         }
         copies.push((name, copy));
     }
-    assert_eq!(copies.len(), 3, "config/rbac installs the operator's policy and the plugin's two");
+    assert_eq!(
+        copies.len(),
+        4,
+        "config/rbac installs the operator's policy, the plugin's two and the operator token's"
+    );
     let mut broken = copies[0].1.clone();
     broken["metadata"]["name"] = json!(format!("{id}-broken"));
     broken["spec"]["validations"] = json!([{"expression": "object.metadata.name + 1 == 2"}]);

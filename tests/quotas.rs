@@ -223,3 +223,79 @@ async fn a_budget_also_caps_pods_that_ask_for_the_extended_resource() {
 mod quotas_topics {
     mod ultraserver;
 }
+
+/// #50.4: a team's budget caps every class the operator manages, another config's included: that config's class
+/// selects every Neuron device of the cluster too, so without a key at 0 a tenant with `edit` would claim past its
+/// budget through it. The tenant's own token: its claims of the other class are refused by the budget's quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_caps_every_neuron_class_the_operator_manages() {
+    let f = Fleet::start("quotaclass", &[("trn2.48xlarge", 1)]).await;
+    let s = &f.scenario;
+    let namespace = s.namespace("team", &[]).await;
+    let (a, b) = (format!("{}-a", s.id), format!("{}-b", s.id));
+    let (class_a, class_b) = (format!("{a}.neuron.aws.com"), format!("{b}.neuron.aws.com"));
+    // The other config budgets nobody here, and runs on no node (no conflict): its class still selects every
+    // Neuron device.
+    let other = json!({"deviceClassName": class_b, "nodeSelector": {"matchLabels": {"neurondra.io/nowhere": b}},
+        "profiles": [{"name": "quad", "training": {"devices": 4}}]});
+    s.apply(&s.config(&b, other)).await.unwrap();
+    let budgeted = json!({"deviceClassName": class_a, "nodeSelector": f.node_selector(),
+        "templates": {"namespaces": [namespace]}, "profiles": [{"name": "quad", "training": {"devices": 4}}],
+        "quotas": [{"namespaces": [namespace], "devices": 4}]});
+    s.apply(&s.config(&a, budgeted)).await.unwrap();
+
+    let quotas: Api<ResourceQuota> = Api::namespaced(s.client.clone(), &namespace);
+    let name = format!("neuron-dra-{a}");
+    let key = |class: &str| format!("{class}.deviceclass.resource.k8s.io/devices");
+    let mut expected = vec![
+        (key(&class_a), "4".to_string()),
+        (key(&class_b), "0".to_string()),
+        (key(&format!("ultraserver-nodes.{class_a}")), "0".to_string()),
+        (key(&format!("ultraserver-nodes.{class_b}")), "0".to_string()),
+    ];
+    expected.sort(); // as the quota's map lists them
+    eventually(TIMEOUT, "the budget capping the other config's classes at 0", || async {
+        let quota = quotas.get_opt(&name).await.unwrap()?;
+        (hard(&quota) == expected).then_some(())
+    })
+    .await;
+    assert!(quotas.get_opt(&format!("neuron-dra-{b}")).await.unwrap().is_none(), "the other config budgets nobody");
+
+    // The tenant: `edit` in its namespace, its own token.
+    let account = ServiceAccount {
+        metadata: ObjectMeta { name: Some("tenant".into()), ..ObjectMeta::default() },
+        ..ServiceAccount::default()
+    };
+    Api::<ServiceAccount>::namespaced(s.client.clone(), &namespace)
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "tenant-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": namespace}]}))
+    .unwrap();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(s.client.clone(), &namespace)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let token = support::cluster::token(&namespace, "tenant", &[]);
+    let kubeconfig = std::env::temp_dir().join(format!("{}-tenant.kubeconfig", s.id));
+    let tenant = support::cluster::client_from(&support::cluster::token_kubeconfig(&kubeconfig, &token)).await;
+    let claims: Api<ResourceClaim> = Api::namespaced(tenant, &namespace);
+    let claim = |name: &str, class: &str, count: i64| -> ResourceClaim {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"devices": {"requests": [
+            {"name": "d", "exactly": {"deviceClassName": class, "allocationMode": "ExactCount", "count": count}}]}}}))
+        .unwrap()
+    };
+    let refused = claims.create(&PostParams::default(), &claim("other", &class_b, 1)).await.unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.contains(&format!("exceeded quota: {name}")) && message.contains(&key(&class_b)),
+        "a claim of the other config's class: {message}"
+    );
+    claims.create(&PostParams::default(), &claim("budget", &class_a, 4)).await.expect("within the budget");
+    let refused = claims.create(&PostParams::default(), &claim("past", &class_a, 1)).await.unwrap_err();
+    assert!(refused.to_string().contains(&format!("exceeded quota: {name}")), "{refused}");
+    f.clear().await;
+}

@@ -5,6 +5,7 @@
 
 mod support {
     pub mod allocation;
+    pub mod attack;
     pub mod cluster;
     pub mod fleet;
     pub mod scenario;
@@ -281,5 +282,57 @@ async fn effect_none_previews_where_the_server_supports_it_and_is_refused_elsewh
     create_pod(client, &namespace, &pinned(workload_pod("still", "one", &f.pod_affinity()), &sick)).await;
     let pod = wait_scheduled(client, &namespace, "still").await;
     assert_eq!(pod.name_any(), "still");
+    f.clear().await;
+}
+
+/// #50.5: a plugin that writes an old `lastTransitionTime` into its node's NeuronHealth (with the token its pod was
+/// given, which its fence lets set that condition) does not move its node ahead in the budget's queue: the budget
+/// goes by when the operator observed each problem, kept in the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_problem_time_does_not_move_a_node_ahead_in_the_budget() {
+    let f = Fleet::start("remedy-forged", &[(TRN2, 4)]).await;
+    apply(&f, Some(json!({"maxNodes": "25%"}))).await;
+    let n: Vec<String> = (0..4).map(|i| f.node(TRN2, i)).collect();
+    f.fault(FaultKind::NeuronHealth, &n[0], TaintEffect::NoSchedule).await;
+    wait_rules(&f, "the first failing node remediated", &[(&n[0], "NoSchedule")]).await;
+    f.fault(FaultKind::NeuronHealth, &n[2], TaintEffect::NoSchedule).await;
+    f.wait_status("n2 held back", |s| remediation(s).is_some_and(|r| listed(&r.held_back_nodes) == [n[2].as_str()]))
+        .await;
+
+    // A second later (the status's times are in seconds), n1's plugin, with its pod-bound token, reports a problem
+    // that began in 2000.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let s = &f.scenario;
+    let (namespace, account) = (s.driver_namespace(), format!("neuron-dra-{}", s.id));
+    let on_n1 = format!("jsonpath={{range .items[?(@.spec.nodeName==\"{}\")]}}{{.metadata.name}}{{end}}", n[1]);
+    let pod = eventually(TIMEOUT, "the plugin's pod on n1", || async {
+        let name = kubectl(&["get", "pods", "-n", &namespace, "-o", &on_n1]);
+        (!name.trim().is_empty()).then(|| name.trim().to_string())
+    })
+    .await;
+    let bound = ["--bound-object-kind", "Pod", "--bound-object-name", pod.as_str()];
+    let token = support::cluster::token(&namespace, &account, &bound);
+    let plugin = support::attack::client_with(&token, &format!("{}-n1-plugin", s.id)).await;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n[1]}});
+    let forged = json!({"status": {"conditions": [{"type": "NeuronHealth", "status": "True",
+        "reason": "NeuronHasError_DMA_ERROR", "lastHeartbeatTime": "2000-01-01T00:00:00Z",
+        "lastTransitionTime": "2000-01-01T00:00:00Z"}]}});
+    support::attack::assert_accepted(
+        "the plugin's forged report",
+        support::attack::patch_status(&plugin, &node, &forged).await,
+    );
+
+    let status = f.wait_status("n1 held back too", |s| remediation(s).is_some_and(|r| r.held_back == 2)).await;
+    let held = &remediation(&status).unwrap().held_back_nodes;
+    assert_eq!(listed(held), [n[2].as_str(), n[1].as_str()], "observed first, whatever the node says");
+    let since = held[1].since.as_ref().map(|t| t.0.as_second());
+    assert_eq!(since, Some(946_684_800), "the node's own time is reported as it says");
+    assert!(held[1].observed > held[0].observed, "{held:?}");
+
+    // The remediated node recovers: the budget passes to n2, observed first.
+    f.fault(FaultKind::Clear, &n[0], TaintEffect::NoSchedule).await;
+    wait_rules(&f, "the budget passed to n2", &[(&n[2], "NoSchedule")]).await;
+    f.scenario.delete_config(&f.scenario.id).await;
+    wait_rules(&f, "the rules deleted with the config", &[]).await;
     f.clear().await;
 }

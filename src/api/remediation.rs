@@ -194,6 +194,10 @@ pub struct RemediatedNode {
     /// When the condition last changed (the problem's start, as the node reports it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Time>,
+    /// When the operator first observed the problem: the budget's order (the node's own `since` could be forged by
+    /// whoever writes its conditions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Time>,
     /// The DeviceTaintRule that taints its devices (remediated nodes only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,

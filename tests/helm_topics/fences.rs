@@ -139,7 +139,7 @@ fn the_plugin_fences_and_role_are_config_rbacs_whatever_the_release() {
         found.unwrap_or_else(|| panic!("the chart renders no {kind} {name}")).clone()
     };
     let policies = file_documents("config/rbac/plugin_fence.yaml");
-    assert_eq!(policies.len(), 2);
+    assert_eq!(policies.len(), 3, "the plugin's two fences and the operator token's");
     for policy in &policies {
         let name = policy["metadata"]["name"].as_str().unwrap();
         let rendered_policy = rendered("ValidatingAdmissionPolicy", name);

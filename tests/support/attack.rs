@@ -68,6 +68,11 @@ pub async fn patch(client: &Client, object: &Value, patch: &Value) -> Result<(),
     answer(api(client, object).await.patch(name(object), &PatchParams::default(), &Patch::Merge(patch)).await)
 }
 
+/// A strategic merge patch of `object` (lists of containers merge by name).
+pub async fn patch_strategic(client: &Client, object: &Value, patch: &Value) -> Result<(), String> {
+    answer(api(client, object).await.patch(name(object), &PatchParams::default(), &Patch::Strategic(patch)).await)
+}
+
 /// A strategic merge patch of the object's `status` subresource (a Node's conditions merge by type).
 pub async fn patch_status(client: &Client, object: &Value, patch: &Value) -> Result<(), String> {
     let api = api(client, object).await;
@@ -140,6 +145,25 @@ where
     let deadline = Instant::now() + LOADED;
     while let Err(message) = write().await {
         assert!(Instant::now() < deadline, "{what}: still refused after {LOADED:?}: {message}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Makes a write until the server refuses it with 403 and a message that contains `rule`, for at most `LOADED` (a
+/// policy just changed); returns the message.
+pub async fn refused<F, Fut>(what: &str, write: F, rule: &str) -> String
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + LOADED;
+    loop {
+        let last = match write().await {
+            Err(message) if message.starts_with("403 ") && message.contains(rule) => return message,
+            Err(message) => message,
+            Ok(()) => "accepted".to_string(),
+        };
+        assert!(Instant::now() < deadline, "{what}: expected 403 \"{rule}\" within {LOADED:?}, last answer: {last}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

@@ -58,14 +58,18 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "neuron-dra-operator.s
 {{- end }}
 
 {{/* Sets the install variables of a policy spec from config/rbac (namespacePatterns, imagePatterns, operators,
-kubeletDirs) to this release's allow-list (fence.*) and ServiceAccount: called with (dict "spec" SPEC "root" $),
+kubeletDirs, priorityClasses, tokenMinters, deviceClassPatterns, extendedResources, maxCpu, maxMemory) to this release's allow-list (fence.*) and ServiceAccount: called with (dict "spec" SPEC "root" $),
 changes SPEC. */}}
 {{- define "neuron-dra-operator.installVariables" -}}
 {{- $root := .root -}}
-{{- $lists := dict "namespacePatterns" $root.Values.fence.driverNamespaces "imagePatterns" $root.Values.fence.imageRepositories "kubeletDirs" $root.Values.fence.kubeletDirs "operators" (list (include "neuron-dra-operator.user" $root)) -}}
+{{- $lists := dict "namespacePatterns" $root.Values.fence.driverNamespaces "imagePatterns" $root.Values.fence.imageRepositories "kubeletDirs" $root.Values.fence.kubeletDirs "operators" (list (include "neuron-dra-operator.user" $root)) "priorityClasses" $root.Values.fence.priorityClasses "tokenMinters" $root.Values.fence.tokenMinters "deviceClassPatterns" $root.Values.fence.deviceClasses "extendedResources" $root.Values.fence.extendedResources -}}
+{{- $strings := dict "maxCpu" (toString $root.Values.fence.maxCpu) "maxMemory" (toString $root.Values.fence.maxMemory) -}}
 {{- range $variable := .spec.variables -}}
 {{- if hasKey $lists $variable.name -}}
 {{- $_ := set $variable "expression" (include "neuron-dra-operator.celList" (get $lists $variable.name)) -}}
+{{- end -}}
+{{- if hasKey $strings $variable.name -}}
+{{- $_ := set $variable "expression" (printf "'%s'" (get $strings $variable.name)) -}}
 {{- end -}}
 {{- end -}}
 {{- end }}

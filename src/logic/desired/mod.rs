@@ -18,7 +18,7 @@ pub use device_class::{
 pub use driver::{PLUGIN_CLUSTER_ROLE, cluster_role_binding, daemon_set, namespace, plugin_name, service_account};
 pub use meta::{config_labels, owned_meta, shared_labels, short_hash};
 pub use order::{Object, Stage};
-pub use quotas::{Allowance, device_quota_key, named_budgets, quota_name, resource_quota};
+pub use quotas::{Allowance, cap_at_zero, device_quota_key, named_budgets, quota_keys, quota_name, resource_quota};
 pub use templates::{
     EFA_DEVICE_CLASS, EFA_DRIVER, EFA_PCI_DEVICE, OwnClasses, REQUEST_EFA, REQUEST_NEURONS, SUBREQUEST_FALLBACK,
     SUBREQUEST_PREFERRED, efa_templates, resource_claim_template, subrequest_name, template_spec,

@@ -77,6 +77,23 @@ pub fn resource_quota(config: &ValidatedConfig, namespace: &str, allowance: Allo
     }
 }
 
+/// Every key `resource_quota` sets for `config`: its classes' devices (and node entries) and its extended resource.
+pub fn quota_keys(config: &ValidatedConfig) -> Vec<String> {
+    let zero = resource_quota(config, "", Allowance::default());
+    zero.spec.and_then(|spec| spec.hard).map(|hard| hard.into_keys().collect()).unwrap_or_default()
+}
+
+/// Caps each of `keys` the quota does not already set at 0 (#50.4): every class the operator manages selects Neuron
+/// devices, and a class no key names is claimed outside the budget. `keys` are another config's (`quota_keys`),
+/// for a namespace that config gives no budget: where it does, its own quota caps them, and a 0 here would
+/// override it (Kubernetes enforces every quota of a namespace).
+pub fn cap_at_zero(quota: &mut ResourceQuota, keys: &[String]) {
+    let hard = quota.spec.get_or_insert_default().hard.get_or_insert_default();
+    for key in keys {
+        hard.entry(key.clone()).or_insert_with(|| Quantity("0".into()));
+    }
+}
+
 /// The namespaces that budgets name, each with the first budget that names it, sorted by namespace (what the
 /// operator writes as ResourceQuotas without asking the cluster: a selector needs it).
 pub fn named_budgets(config: &ValidatedConfig) -> Vec<(String, Allowance)> {

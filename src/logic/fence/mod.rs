@@ -18,7 +18,8 @@ const POLICIES: &str = include_str!("../../../config/rbac/plugin_fence.yaml");
 const BINDINGS: &str = include_str!("../../../config/rbac/plugin_fence_binding.yaml");
 
 /// The policy variables whose expressions the install sets (a list of strings each), not the shipped file.
-pub const INSTALL_VARIABLES: [&str; 4] = ["namespacePatterns", "imagePatterns", "operators", "kubeletDirs"];
+pub const INSTALL_VARIABLES: [&str; 5] =
+    ["namespacePatterns", "imagePatterns", "operators", "kubeletDirs", "tokenMinters"];
 
 /// One fence as read from the server: the policy and the binding of its name (None when missing).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -116,7 +117,9 @@ fn judge_one(expected_policy: &Value, expected_binding: &Value, found: &Found) -
         return Err("is not the policy the operator ships (spec.paramKind is set)".into());
     }
     let variables = install_variables(&policy["spec"])?;
-    let allowed = (!variables.is_empty()).then(|| {
+    // The plugin's allow-list is the policy that names the driver namespaces (neuron-dra-plugin-pods); the token
+    // fence's variables are not one.
+    let allowed = variables.iter().any(|(name, _)| name == "namespacePatterns").then(|| {
         let list = |name: &str| variables.iter().find(|(n, _)| n == name).map(|(_, l)| l.clone()).unwrap_or_default();
         Allowed {
             driver_namespaces: list("namespacePatterns"),

@@ -63,7 +63,7 @@ fn a_driver_outside_the_install_is_refused_field_by_field() {
 
 #[test]
 fn the_shipped_fences_as_stored_pass() {
-    assert_eq!(names(), ["neuron-dra-plugin-fence", "neuron-dra-plugin-pods"]);
+    assert_eq!(names(), ["neuron-dra-plugin-fence", "neuron-dra-plugin-pods", "neuron-dra-operator-token"]);
     let allowed = judge(&stored()).unwrap();
     assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver"]);
     assert_eq!(allowed.image_repositories, ["public.ecr.aws/neuron/neuron-dra-driver"]);
@@ -143,4 +143,19 @@ fn a_rewritten_or_narrowed_fence_is_refused() {
     assert!(error.contains("spec.paramKind is set"), "{error}");
     let error = refused(|f| f[0].binding.as_mut().unwrap()["spec"]["policyName"] = json!("other"));
     assert!(error.contains("binding spec.policyName differs"), "{error}");
+}
+
+/// #50.3: the operator token's fence is checked like the plugin's two, and its own install variables (the
+/// operator, the token minters) are not taken for the plugin's allow-list.
+#[test]
+fn the_operator_token_fence_is_judged_and_does_not_replace_the_allow_list() {
+    let error = refused(|f| f[2].policy = None);
+    assert!(error.starts_with("the kubelet plugin's fence neuron-dra-operator-token is missing"), "{error}");
+    let error = refused(|f| f[2].binding.as_mut().unwrap()["spec"]["validationActions"] = json!(["Audit"]));
+    assert!(error.contains("neuron-dra-operator-token is not enforced"), "{error}");
+    let mut found = stored();
+    let variables = found[2].policy.as_mut().unwrap()["spec"]["variables"].as_array_mut().unwrap();
+    variables.iter_mut().find(|v| v["name"] == "tokenMinters").unwrap()["expression"] = json!("['admin']");
+    let allowed = judge(&found).unwrap();
+    assert_eq!(allowed.driver_namespaces, ["neuron-dra-driver"], "the plugin's allow-list is still read");
 }

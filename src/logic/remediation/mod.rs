@@ -3,14 +3,16 @@
 //! `NeuronHealth=True` (node problem detector) or `AcceleratedHardwareReady=False` (EKS node monitoring agent).
 //!
 //! Who gets the budget when more nodes fail than it allows is decided the same way every time: nodes already
-//! remediated first (a remediated node is never swapped for another, so taints do not flap), then the oldest
-//! problem (the condition's last transition), then the node name.
+//! remediated first (a remediated node is never swapped for another, so taints do not flap), then the problem the
+//! operator observed first, then the node name. Observed, not the condition's last transition: the plugin writes
+//! that condition, and a forged old time would move its node ahead of others (#50.5). The time of observation is
+//! kept in the config's status (`observed`), so an operator restart keeps the order of the nodes it lists.
 //!
 //! Hysteresis: a problem must have lasted `problemFor` before a node is remediated, and a remediated node's
 //! conditions must have been clear for `clearFor` before its rule goes (both from the conditions' last transition
 //! times, so an operator restart changes nothing). Until then the node waits, or keeps its rule (`clearing`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::resource::v1::DeviceTaint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -37,6 +39,8 @@ pub struct Problem {
     pub reason: String,
     /// The condition's last transition.
     pub since: Option<Time>,
+    /// When the operator first observed the problem (seconds): what the budget orders by.
+    pub observed: i64,
 }
 
 /// The node's Neuron hardware problem, if it reports one; with both conditions, the older one.
@@ -50,6 +54,7 @@ pub fn problem(node: &NodeView) -> Option<Problem> {
             condition: c.type_.clone(),
             reason: c.reason.clone().unwrap_or_default(),
             since: c.last_transition_time.clone(),
+            observed: 0,
         })
         .min_by_key(|p| (p.since.is_none(), p.since.as_ref().map(|t| t.0)))
 }
@@ -81,9 +86,16 @@ pub struct Decision {
 }
 
 /// Decides over the nodes this config may remediate (`nodes`), given the nodes its rules cover now
-/// (`remediated`), at `now` (seconds). Nodes that stopped failing (for `clearFor`) or are no longer among `nodes`
-/// are simply not in the result: their rules go.
-pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTreeSet<String>, now: i64) -> Decision {
+/// (`remediated`) and when the operator first observed each node's problem (`observed`, from the last status; a
+/// problem not there is observed `now`), at `now` (seconds). Nodes that stopped failing (for `clearFor`) or are no
+/// longer among `nodes` are simply not in the result: their rules go.
+pub fn decide(
+    policy: &RemediationPolicy,
+    nodes: &[&NodeView],
+    remediated: &BTreeSet<String>,
+    observed: &BTreeMap<String, i64>,
+    now: i64,
+) -> Decision {
     let budget = policy.budget(nodes.len());
     let problem_for = policy.problem_seconds().unwrap_or(0) as i64;
     let clear_for = policy.clear_seconds().unwrap_or(0) as i64;
@@ -91,7 +103,8 @@ pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTre
     for node in nodes {
         let name = node.name_any();
         match problem(node) {
-            Some(problem) => {
+            Some(mut problem) => {
+                problem.observed = observed.get(&name).copied().filter(|at| *at <= now).unwrap_or(now);
                 // Known since when: it waits out `problemFor`; unknown: acted on at once.
                 let ready_at = problem.since.as_ref().map(|t| t.0.as_second() + problem_for);
                 match ready_at.filter(|at| *at > now && !remediated.contains(&name)) {
@@ -112,9 +125,9 @@ pub fn decide(policy: &RemediationPolicy, nodes: &[&NodeView], remediated: &BTre
         }
     }
     let recheck = ends.iter().min().map(|at| (at - now) as u64);
-    // Already remediated, then known times before unknown ones, oldest first, then by name.
+    // Already remediated, then observed first, then by name.
     failing.sort_by(|a, b| {
-        let key = |p: &Problem| (!remediated.contains(&p.node), p.since.is_none(), p.since.as_ref().map(|t| t.0));
+        let key = |p: &Problem| (!remediated.contains(&p.node), p.observed);
         key(a).cmp(&key(b)).then_with(|| a.node.cmp(&b.node))
     });
     // A percentage follows the fleet's size: when fewer nodes are selected, the nodes already remediated keep their
@@ -186,6 +199,7 @@ pub fn status(config: &str, decision: &Decision, failed: &BTreeSet<String>) -> R
         condition: p.condition.clone(),
         reason: p.reason.clone(),
         since: p.since.clone(),
+        observed: k8s_openapi::jiff::Timestamp::from_second(p.observed).ok().map(Time),
         rule,
     };
     let remediated: Vec<&Problem> = decision.remediate.iter().filter(|p| !failed.contains(&p.node)).collect();
@@ -214,3 +228,10 @@ pub fn rule_node(rule: &TaintRuleView) -> Option<&str> {
 
 #[cfg(test)]
 mod tests;
+
+/// When the operator first observed each node's problem, as the last status lists it (`decide`'s `observed`).
+pub fn observed_in(status: Option<&RemediationStatus>) -> BTreeMap<String, i64> {
+    let listed =
+        status.into_iter().flat_map(|s| s.remediated_nodes.iter().chain(&s.held_back_nodes).chain(&s.waiting_nodes));
+    listed.filter_map(|n| n.observed.as_ref().map(|t| (n.node.clone(), t.0.as_second()))).collect()
+}

@@ -42,9 +42,30 @@ fn decide_over(policy: &RemediationPolicy, nodes: &[NodeView], remediated: &[&st
     decide_at(policy, nodes, remediated, LATER)
 }
 
+/// Decides with each problem observed by the operator when its condition says it began (or never, for a condition
+/// without a time): the order the tests below expect.
 fn decide_at(policy: &RemediationPolicy, nodes: &[NodeView], remediated: &[&str], now: i64) -> Decision {
+    let observed =
+        nodes.iter().filter_map(|n| problem(n).and_then(|p| p.since.map(|t| (p.node, t.0.as_second())))).collect();
     let nodes: Vec<&NodeView> = nodes.iter().collect();
-    decide(policy, &nodes, &remediated.iter().map(|n| n.to_string()).collect(), now)
+    decide(policy, &nodes, &remediated.iter().map(|n| n.to_string()).collect(), &observed, now)
+}
+
+/// #50.5: a plugin that forges an old lastTransitionTime on its node does not move it ahead: the budget goes by
+/// when the operator observed each problem, kept in the status across passes.
+#[test]
+fn the_budget_goes_by_when_the_operator_observed_the_problem_not_the_nodes_clock() {
+    let nodes = [sick("honest", 500), sick("forged", 1)];
+    let nodes: Vec<&NodeView> = nodes.iter().collect();
+    let observed = BTreeMap::from([("honest".to_string(), 500), ("forged".to_string(), 600)]);
+    let decision = decide(&policy(IntOrString::Int(1)), &nodes, &BTreeSet::new(), &observed, LATER);
+    assert_eq!(names(&decision.remediate), ["honest"], "observed first");
+    assert_eq!(names(&decision.held_back), ["forged"]);
+    // The status keeps the time of observation, and the next pass reads it back; one not listed is observed now.
+    let status = status("c", &decision, &BTreeSet::new());
+    assert_eq!(observed_in(Some(&status)), observed);
+    let decision = decide(&policy(IntOrString::Int(1)), &nodes, &BTreeSet::new(), &BTreeMap::new(), LATER);
+    assert_eq!(names(&decision.remediate), ["forged"], "both observed now: by name");
 }
 
 #[test]

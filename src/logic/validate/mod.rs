@@ -121,6 +121,7 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
         errors.push(FieldError::new("spec.driver.kubeletDir", reason));
     }
     errors.extend(crate::api::rollout_problems(&config.spec.driver).into_iter().map(|(p, r)| FieldError::new(p, r)));
+    check_driver_pod(&config.spec.driver, &mut errors);
     let remediation = crate::api::remediation_problems(config.spec.remediation.as_ref());
     errors.extend(remediation.into_iter().map(|(p, r)| FieldError::new(p, r)));
 
@@ -136,6 +137,37 @@ pub fn validate(config: &NeuronDRAConfig) -> Result<ValidatedConfig, InvalidConf
         errors.sort();
         errors.dedup();
         Err(InvalidConfig(errors))
+    }
+}
+
+/// What the operator policy admits of the plugin's pod (config/rbac/operator_policy.yaml, #50): refused here first,
+/// in the config's status, rather than half-written and refused at admission.
+fn check_driver_pod(driver: &crate::api::DriverSpec, errors: &mut Vec<FieldError>) {
+    for (i, var) in driver.env.iter().enumerate() {
+        let from = var.value_from.as_ref();
+        if from.is_some_and(|f| f.secret_key_ref.is_some() || f.config_map_key_ref.is_some()) {
+            let reason = "a value from a Secret or ConfigMap is not allowed (only value, fieldRef or resourceFieldRef)";
+            errors.push(FieldError::new(format!("spec.driver.env[{i}].valueFrom"), reason));
+        }
+    }
+    for (i, toleration) in driver.tolerations.iter().enumerate() {
+        if toleration.key.as_deref().unwrap_or_default().is_empty() {
+            let reason = "must name a key: a toleration without one tolerates every taint";
+            errors.push(FieldError::new(format!("spec.driver.tolerations[{i}].key"), reason));
+        }
+    }
+    if let Some(resources) = &driver.resources {
+        if resources.claims.as_ref().is_some_and(|c| !c.is_empty()) {
+            errors.push(FieldError::new("spec.driver.resources.claims", "the plugin claims no devices"));
+        }
+        let named = [("requests", &resources.requests), ("limits", &resources.limits)];
+        for (field, quantities) in named {
+            for key in quantities.iter().flatten().map(|(k, _)| k).filter(|k| !["cpu", "memory"].contains(&k.as_str()))
+            {
+                let reason = format!("{key} is not allowed: only cpu and memory");
+                errors.push(FieldError::new(format!("spec.driver.resources.{field}"), reason));
+            }
+        }
     }
 }
 

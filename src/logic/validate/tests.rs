@@ -181,3 +181,28 @@ fn the_lnc_a_choice_runs_at_follows_the_catalog() {
         assert_eq!(at(Some(row.name), None), expected, "{}", row.name);
     }
 }
+
+/// #50: what the operator policy refuses of the plugin's pod is refused in the config first, each field named.
+#[test]
+fn driver_pod_fields_the_fence_refuses_are_refused_in_the_config() {
+    let doc = |driver: Value| {
+        json!({"apiVersion": "neurondra.io/v1alpha1", "kind": "NeuronDRAConfig", "metadata": {"name": "pool"},
+               "spec": {"profiles": [{"name": "p", "training": {"devices": 4}}], "driver": driver}})
+    };
+    let errors = |driver: Value| match validate(&parse_config(&doc(driver).to_string()).expect("parses")) {
+        Ok(_) => String::new(),
+        Err(invalid) => invalid.to_string(),
+    };
+    let secret = json!({"env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]});
+    assert!(errors(secret).starts_with("spec.driver.env[0].valueFrom: a value from a Secret or ConfigMap"));
+    let config_map = json!({"env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]});
+    assert!(errors(config_map).starts_with("spec.driver.env[0].valueFrom"));
+    let everything = json!({"tolerations": [{"operator": "Exists"}]});
+    assert!(errors(everything).starts_with("spec.driver.tolerations[0].key: must name a key"));
+    let gpu = json!({"resources": {"requests": {"cpu": "10m", "nvidia.com/gpu": "1"}}});
+    assert_eq!(errors(gpu), "spec.driver.resources.requests: nvidia.com/gpu is not allowed: only cpu and memory");
+    let fine = json!({"env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}, {"name": "V", "value": "1"}],
+        "tolerations": [{"key": "example.com/t", "operator": "Exists"}],
+        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}}});
+    assert_eq!(errors(fine), "");
+}

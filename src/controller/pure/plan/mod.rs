@@ -105,6 +105,11 @@ impl Plan {
         let allocator = snapshot.probes.allocator;
         let mut desired =
             desired::build_with(&validated, &namespaces, own, allocator).with_quotas(&validated, &budgets);
+        for (keys, budgeted) in other_budgets(&validated, snapshot) {
+            for quota in desired.quotas.iter_mut().filter(|q| !budgeted.contains(&q.namespace().unwrap_or_default())) {
+                desired::cap_at_zero(quota, &keys);
+            }
+        }
         let (kept_templates, templates) = std::mem::take(&mut desired.templates)
             .into_iter()
             .partition(|t| conflicts.templates.contains_key(&(t.namespace().unwrap_or_default(), t.name_any())));
@@ -251,6 +256,24 @@ fn quota_budgets(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<(String, 
         }
     }
     budgets.into_iter().collect()
+}
+
+/// Each other valid config's quota keys, with the namespaces it budgets (#50.4): this config's budgets cap those
+/// keys at 0 where the other gives the team nothing, so that a team cannot claim past its budget through another
+/// config's class.
+fn other_budgets(config: &ValidatedConfig, snapshot: &Snapshot) -> Vec<(Vec<String>, BTreeSet<String>)> {
+    snapshot
+        .configs()
+        .iter()
+        .filter_map(|guard| guard.0.as_ref().ok())
+        .filter(|other| other.metadata.name.as_deref() != Some(config.name.as_str()))
+        .filter(|other| other.metadata.deletion_timestamp.is_none())
+        .filter_map(|other| snapshot.validations.of(other))
+        .map(|other| {
+            let budgeted = quota_budgets(&other, snapshot).into_iter().map(|(namespace, _)| namespace).collect();
+            (desired::quota_keys(&other), budgeted)
+        })
+        .collect()
 }
 
 /// The namespaces of `names` that exist and every namespace `selector` matches, none terminating; and the names

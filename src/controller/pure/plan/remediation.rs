@@ -56,7 +56,8 @@ pub fn decide(
     let selected = snapshot.selected_nodes(config);
     let eligible: Vec<&NodeView> =
         selected.iter().filter(|n| !conflicts.nodes.contains_key(&n.name_any())).map(AsRef::as_ref).collect();
-    let decision = remediation::decide(policy, &eligible, &remediated, now);
+    let observed = remediation::observed_in(previous.and_then(|s| s.remediation.as_ref()));
+    let decision = remediation::decide(policy, &eligible, &remediated, &observed, now);
     let mut rules: Vec<TaintRuleView> = decision
         .remediate
         .iter()
