@@ -186,7 +186,8 @@ cmd_build() {
   for b in "${BINARIES[@]}" kubelet; do mv -f "${out}/${b}" "${BIN_DIR}/${b}"; done
   rmdir "${out}"
   kubelet_stamp >"${BIN_DIR}/.kubelet-stamp"
-  log "built ${BINARIES[*]} into ${BIN_DIR} in $((SECONDS - start))s"
+  echo "${stamp}" >"${BIN_DIR}/.stamp"
+  log "built ${BINARIES[*]} kubelet into ${BIN_DIR} in $((SECONDS - start))s"
   exec 8>&-
 }
 

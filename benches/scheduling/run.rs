@@ -17,6 +17,9 @@ use serde_json::json;
 
 pub const NAMESPACE: &str = "bench-sched";
 const TIMEOUT: Duration = Duration::from_secs(600);
+/// How often a run looks at its pods: the resolution of its times (a run that binds within one look is counted as
+/// taking one).
+const POLL: Duration = Duration::from_millis(100);
 
 /// How long a run waits for its pods to bind (BENCH_SCHED_RUN_SECONDS, default 120): a shape that cannot bind on a
 /// busy fleet is reported with its unbound pods instead of holding the bench for the API-wait timeout.
@@ -71,7 +74,11 @@ pub async fn timed(client: &Client, template: &str, instance_type: &str, pods: u
         let _ = curl.wait();
     }
     let (attempt_ms, filter_us) = scheduler_metrics();
-    let rate = if unbound == 0 && pods > 1 { (pods - 1) as f64 / (last - first).as_secs_f64().max(0.001) } else { 0.0 };
+    let rate = if unbound == 0 && pods > 1 {
+        (pods - 1) as f64 / (last - first).as_secs_f64().max(POLL.as_secs_f64())
+    } else {
+        0.0
+    };
     clean(client).await;
     let mut after = bindings.after;
     after.sort_by(f64::total_cmp);
@@ -97,13 +104,15 @@ pub fn median(runs: &[Figures]) -> Figures {
         values.sort_by(f64::total_cmp);
         values.get(values.len() / 2).copied().unwrap_or(0.0)
     };
+    let bound = of(|f| f.bound as f64) as usize;
     Figures {
         pods_per_second: of(|f| f.pods_per_second),
         attempt_ms: of(|f| f.attempt_ms),
         filter_us: of(|f| f.filter_us),
         scheduler_cpu: of(|f| f.scheduler_cpu),
-        bound: of(|f| f.bound as f64) as usize,
-        unbound: of(|f| f.unbound as f64) as usize,
+        bound,
+        // Of the same pods: what the median bound count leaves.
+        unbound: runs.first().map_or(0, |f| f.bound + f.unbound).saturating_sub(bound),
         bind_median: of(|f| f.bind_median),
         bind_p95: of(|f| f.bind_p95),
     }
@@ -157,7 +166,7 @@ async fn bound(pods: &Api<Pod>, count: usize, scheduler: u32) -> Bindings {
             let after = seen.into_values().collect();
             return Bindings { first: first.unwrap_or(now), last: now, cpu_at_first, after };
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(POLL).await;
     }
 }
 

@@ -280,8 +280,9 @@ async fn a_release_of_the_earlier_layout_upgrades_in_place_and_leaves_nothing_pe
     create(&earlier);
     create(&bystanders(&s.id));
 
-    // The documented upgrade; the release's allow-list names the config's driver namespace.
-    let allow = format!("fence.driverNamespaces={{{}}}", s.driver_namespace());
+    // The documented upgrade; the release's allow-list names the config's driver namespace, and the admin who mints
+    // the new operator's token below (as the kubelet would for its pod) is among the token fence's minters.
+    let allow = format!("fence.driverNamespaces={{{}}},fence.tokenMinters={{admin}}", s.driver_namespace());
     let upgrade = docs::with_package(docs::HELM_UPGRADE_RELEASE, &tools::packaged_chart());
     let upgraded = helm_doc(&upgrade, &release, &namespace, &["--set", &allow]);
     assert!(upgraded.contains("STATUS: deployed"), "{upgraded}");
