@@ -114,22 +114,22 @@ impl Capabilities {
     }
 
     /// Whether the kubelet plugin's fences are in place as shipped (`logic::fence`), and then what the install
-    /// allows a plugin; read by name on every pass (four GETs at once), since a fence is only as good as the moment
-    /// it is checked. A fence the operator may not read counts as missing.
+    /// allows a plugin; read by name on every pass, since a fence is only as good as the moment it is checked. A
+    /// fence the operator may not read counts as missing. The GETs go one at a time: where API Priority and Fairness
+    /// gives the operator a level that runs one request at a time, GETs sent at once are answered 429 beyond what
+    /// the client's few retries absorb, and every pass would fail before it plans.
     async fn fence(&self, client: &Client) -> Result<Result<Allowed, String>, kube::Error> {
         if let Some(fixed) = &self.fixed_fence {
             return Ok(fixed.clone());
         }
         let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
         let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-        let reads = fence::names().into_iter().map(|name| {
-            let (policies, bindings) = (&policies, &bindings);
-            async move {
-                let (policy, binding) = tokio::try_join!(read(policies, &name), read(bindings, &name))?;
-                Ok::<_, kube::Error>(fence::Found { policy, binding })
-            }
-        });
-        let found = futures::future::try_join_all(reads).await?;
+        let mut found = Vec::new();
+        for name in fence::names() {
+            let policy = read(&policies, &name).await?;
+            let binding = read(&bindings, &name).await?;
+            found.push(fence::Found { policy, binding });
+        }
         let verdict = fence::judge(&found);
         if let Err(problem) = &verdict {
             tracing::warn!(%problem, "the kubelet plugin's fence is not in place");
