@@ -89,22 +89,7 @@ pub async fn busy(client: &Client, spec: &FleetSpec, fill: Fill) {
         Fill::HeldHalf => (0..spec.count).step_by(2).collect(),
         Fill::HeldAll | Fill::HeldEfa => (0..spec.count).collect(),
     };
-    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NAMESPACE);
-    futures::stream::iter(nodes)
-        .map(|node| {
-            let claims = claims.clone();
-            async move {
-                let (claim, status) = small_job(spec, node, fill == Fill::HeldEfa);
-                let name = claim["metadata"]["name"].as_str().unwrap().to_string();
-                let claim: ResourceClaim = serde_json::from_value(claim).unwrap();
-                claims.create(&PostParams::default(), &claim).await?;
-                claims.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.map(|_| ())
-            }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<()>>()
-        .await
-        .expect("busy claims");
+    allocate(client, nodes.into_iter().map(|node| small_job(spec, node, fill == Fill::HeldEfa)).collect()).await;
 }
 
 /// Undoes a busy fill: its claims (`release`) and its taints.
@@ -188,12 +173,17 @@ pub async fn occupy(client: &Client, kind: &Kind, spec: &FleetSpec, plan: Plan) 
         slots[unit % spec.count].push(unit / spec.count);
     }
     assert!(slots.iter().all(|s| s.len() <= per_node), "occupancy beyond the fleet");
+    let held_by = slots.into_iter().enumerate().filter(|(_, s)| !s.is_empty());
+    allocate(client, held_by.map(|(node, slots)| held(kind, spec, node, &slots)).collect()).await;
+}
+
+/// Creates each claim and writes its allocation (status) as the scheduler would, 32 at a time.
+async fn allocate(client: &Client, claims_and_statuses: Vec<(Value, Value)>) {
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), NAMESPACE);
-    futures::stream::iter(slots.into_iter().enumerate().filter(|(_, s)| !s.is_empty()))
-        .map(|(node, slots)| {
+    futures::stream::iter(claims_and_statuses)
+        .map(|(claim, status)| {
             let claims = claims.clone();
             async move {
-                let (claim, status) = held(kind, spec, node, &slots);
                 let name = claim["metadata"]["name"].as_str().unwrap().to_string();
                 let claim: ResourceClaim = serde_json::from_value(claim).unwrap();
                 claims.create(&PostParams::default(), &claim).await?;
@@ -203,7 +193,7 @@ pub async fn occupy(client: &Client, kind: &Kind, spec: &FleetSpec, plan: Plan) 
         .buffer_unordered(32)
         .try_collect::<Vec<()>>()
         .await
-        .expect("occupancy claims");
+        .expect("allocated claims");
 }
 
 /// The claim that holds `slots` of node `node`, and the status that allocates it.
