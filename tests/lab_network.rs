@@ -226,10 +226,15 @@ fn a_node_leaves_the_host_namespace_unchanged_and_its_traffic_stays_on_loopback(
     assert_eq!(kubectl(&["-n", NAMESPACE, "logs", "sleeper"]).trim(), "up");
     assert_eq!(node::exec(NAMESPACE, "sleeper", &["echo", "exec"]).trim(), "exec");
     // A kubectl in the host's namespace reaches the API server through the loopback forward: the sampler has
-    // something to see, so it is known to be looking.
+    // something to see, so it is known to be looking. A plain GET's connection can come and go between two samples
+    // (and leaves no TIME_WAIT behind here), so a watch the server ends after 2 s holds one open.
     let kubeconfig = kubeconfig();
-    let nodes = in_host("kubectl", &["--kubeconfig", kubeconfig.to_str().unwrap(), "get", "node", NODE, "-o", "name"]);
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let nodes = in_host("kubectl", &["--kubeconfig", kubeconfig, "get", "node", NODE, "-o", "name"]);
     assert_eq!(nodes.trim(), format!("node/{NODE}"));
+    let watched =
+        in_host("kubectl", &["--kubeconfig", kubeconfig, "get", "--raw", "/api/v1/nodes?watch=1&timeoutSeconds=2"]);
+    assert!(watched.contains(NODE), "the host kubectl's watch saw {NODE}: {watched}");
 
     drop(guard);
     let seen = sampler.finish();
