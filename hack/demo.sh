@@ -85,7 +85,9 @@ if "${ROOT}/hack/controlplane.sh" status >/dev/null 2>&1; then
   # Reused at its own release (a running 1.37 control plane is not replaced by the default 1.34).
   KUBE_VERSION="$(cat "${ROOT}/target/controlplane/version")"
   export KUBE_VERSION
-  if ((NODES > 0)) && [[ ! -f "${STARTED_NODE}" ]] && ! "${ROOT}/hack/node.sh" status "${REAL_NODE}" >/dev/null 2>&1; then
+  # A node another run started (its state dir exists) is not the demo's to stop, even while it is briefly not Ready
+  # (a kubelet just restarted reports NotReady for a moment).
+  if ((NODES > 0)) && [[ ! -f "${STARTED_NODE}" && ! -d "${ROOT}/target/controlplane/nodes/${REAL_NODE}" ]]; then
     touch "${STARTED_NODE}"
   fi
 else
